@@ -1,0 +1,95 @@
+"""loopwright: a fast, durable, safe agent-loop runtime.
+
+>>> from loopwright import Agent, tool
+"""
+
+from loopwright.agent import Agent
+from loopwright.config import LoopConfig
+from loopwright.errors import (
+    AgentDefinitionError,
+    ConfigError,
+    ContextLengthExceededError,
+    EmptyMessageError,
+    InputError,
+    LoopwrightError,
+    MessageTooLargeError,
+    ModelError,
+    NotFoundError,
+    RunError,
+    RunTimeoutError,
+    SessionBusyError,
+    StorageError,
+)
+from loopwright.events import (
+    ContextBuilt,
+    ExecuteStarted,
+    PersistStarted,
+    RunEnded,
+    RunEvent,
+    RunFailed,
+    RunStarted,
+    StepEnded,
+    StepStarted,
+    TextChunk,
+    ThinkingChunk,
+    ToolCallEnded,
+    ToolCallStarted,
+)
+from loopwright.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage, UserMessage
+from loopwright.models.base import Model, ModelRequest, ModelResponse
+from loopwright.report import RunReport, StepReport, ToolCallReport
+from loopwright.tools._function import FunctionTool, tool
+from loopwright.tools.base import Tool, ToolContext
+from loopwright.workspace import Workspace, init_workspace
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Agent",
+    "AgentDefinitionError",
+    "AssistantMessage",
+    "ConfigError",
+    "ContextBuilt",
+    "ContextLengthExceededError",
+    "EmptyMessageError",
+    "ExecuteStarted",
+    "FunctionTool",
+    "InputError",
+    "LoopConfig",
+    "LoopwrightError",
+    "Message",
+    "MessageTooLargeError",
+    "Model",
+    "ModelError",
+    "ModelRequest",
+    "ModelResponse",
+    "NotFoundError",
+    "PersistStarted",
+    "RunEnded",
+    "RunError",
+    "RunEvent",
+    "RunFailed",
+    "RunReport",
+    "RunStarted",
+    "RunTimeoutError",
+    "SessionBusyError",
+    "StepEnded",
+    "StepReport",
+    "StepStarted",
+    "StorageError",
+    "TextChunk",
+    "ThinkingChunk",
+    "Tool",
+    "ToolCall",
+    "ToolCallEnded",
+    "ToolCallReport",
+    "ToolCallStarted",
+    "ToolContext",
+    "ToolResultMessage",
+    "Usage",
+    "UserMessage",
+    "Workspace",
+    "__version__",
+    "init_workspace",
+    "tool",
+]

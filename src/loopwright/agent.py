@@ -1,0 +1,255 @@
+"""The public entry point: :class:`Agent`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from loopwright.config import LoopConfig
+from loopwright.errors import ConfigError
+from loopwright.events import RunEnded, RunEvent
+from loopwright.lanes.base import SessionLocks
+from loopwright.lanes.local import LocalSessionLocks
+from loopwright.loop._sink import EventSink, Listener, Listeners
+from loopwright.loop._state import RunRequest, RunSetup, RunState
+from loopwright.loop.run import run_loop
+from loopwright.models._registry import resolve_model
+from loopwright.models.base import Model, ModelSettings
+from loopwright.report import RunReport
+from loopwright.sessions._codec import Entry
+from loopwright.sessions.base import SessionInfo, SessionStore
+from loopwright.sessions.file import FileSessionStore
+from loopwright.sessions.memory import MemorySessionStore
+from loopwright.tools._function import tool as make_tool
+from loopwright.tools.base import Tool
+from loopwright.workspace import AgentDefinition, Workspace
+
+__all__ = ["Agent"]
+
+#: One lock table per process, shared by every agent: two agents on one workspace never run the
+#: same session at once.
+_PROCESS_LOCKS = LocalSessionLocks()
+
+DEFAULT_MODEL = "test"
+
+
+class Agent:
+    """An agent: a model, a system prompt, tools, and where its sessions live.
+
+    >>> agent = Agent("test", system="You are terse.", tools=[add])   # doctest: +SKIP
+    >>> report = await agent.run("What is 2 + 3?")                    # doctest: +SKIP
+
+    With ``workspace=``, the folder's ``AGENT.md`` supplies what the arguments leave out (identity,
+    model, tools, loop settings), ``MEMORY.md`` is read into every run, and sessions are stored as
+    JSONL files under ``sessions/``. Without a workspace, sessions live in memory.
+    """
+
+    def __init__(
+        self,
+        model: Model | str | None = None,
+        *,
+        system: str | None = None,
+        tools: Sequence[Tool | Callable[..., Any]] | None = None,
+        workspace: str | os.PathLike[str] | Workspace | None = None,
+        name: str | None = None,
+        config: LoopConfig | Mapping[str, Any] | None = None,
+        settings: ModelSettings | None = None,
+        store: SessionStore | None = None,
+        locks: SessionLocks | None = None,
+        base_url: str | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        env = os.environ if environ is None else environ
+        self.workspace = _as_workspace(workspace)
+        definition = self._definition()
+        self.definition = definition
+        self.name = name or (definition.name if definition else "agent")
+        if isinstance(config, LoopConfig):
+            self.config = config
+        else:
+            self.config = LoopConfig.resolve(
+                overrides=config, environ=env, frontmatter=definition.loop if definition else None
+            )
+        self.model = resolve_model(self._model_spec(model, definition, env), base_url=base_url)
+        self.system = system if system is not None else (definition.system if definition else "")
+        self.tools = self._collect_tools(tools or (), definition)
+        self.settings = settings or ModelSettings(
+            parallel_tool_calls=self.config.parallel_tool_calls if self.tools else None
+        )
+        if store is None:
+            store = FileSessionStore(self.workspace.sessions_dir) if self.workspace else MemorySessionStore()
+        self.store = store
+        self._locks = locks or _PROCESS_LOCKS
+        self._listeners = Listeners()
+        self._active: dict[str, RunState] = {}
+        self._setup = RunSetup(
+            agent_name=self.name,
+            model=self.model,
+            tools=self.tools,
+            tool_defs=tuple(t.definition() for t in self.tools.values()),
+            config=self.config,
+            store=self.store,
+            locks=self._locks,
+            identity=self.system,
+            workspace=self.workspace.root if self.workspace else None,
+            memory_path=self.workspace.memory_md if self.workspace else None,
+            settings=self.settings,
+        )
+
+    @classmethod
+    def from_workspace(cls, path: str | os.PathLike[str], **kwargs: Any) -> Agent:
+        """The agent that ``path/AGENT.md`` defines (which must exist and be valid)."""
+        ws = Workspace(Path(path))
+        ws.load_definition()
+        return cls(workspace=ws, **kwargs)
+
+    # --- running ----------------------------------------------------------------------------------
+
+    async def run(
+        self,
+        message: str,
+        *,
+        session_id: str | None = None,
+        deps: Any = None,
+        meta: dict[str, Any] | None = None,
+    ) -> RunReport:
+        """Run the loop on ``message`` and return the report. No ``session_id`` starts a new session.
+
+        Raises :class:`~loopwright.errors.InputError` for an empty or oversized message and
+        :class:`~loopwright.errors.SessionBusyError` when the session stays busy; everything that goes
+        wrong once the run is accepted is in the report (``reason``, ``error``)."""
+        run = self._new_run(message, session_id, deps, meta, EventSink(self._listeners))
+        self._active[run.run_id] = run
+        try:
+            return await run_loop(run)
+        finally:
+            self._active.pop(run.run_id, None)
+
+    async def stream(
+        self,
+        message: str,
+        *,
+        session_id: str | None = None,
+        deps: Any = None,
+        meta: dict[str, Any] | None = None,
+    ) -> AsyncGenerator[RunEvent, None]:
+        """Run the loop and yield its events as they happen; the last one is ``RunEnded`` with the report.
+
+        Leaving the loop early cancels the run (it ends with reason ``stopped``, its session consistent).
+        """
+        queue: asyncio.Queue[RunEvent] = asyncio.Queue()
+        run = self._new_run(message, session_id, deps, meta, EventSink(self._listeners, queue.put_nowait))
+        self._active[run.run_id] = run
+        task = asyncio.get_running_loop().create_task(run_loop(run))
+        try:
+            while True:
+                getter = asyncio.ensure_future(queue.get())
+                done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+                if getter not in done:
+                    getter.cancel()
+                    break
+                event = getter.result()
+                yield event
+                if type(event) is RunEnded:
+                    break
+            while not queue.empty():  # events emitted between the last get and the task's end
+                yield queue.get_nowait()
+            await task  # re-raises a refusal (bad input, busy session)
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            self._active.pop(run.run_id, None)
+
+    def run_sync(self, message: str, **kwargs: Any) -> RunReport:
+        """:meth:`run` for code without an event loop."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.run(message, **kwargs))
+        raise RuntimeError(
+            "run_sync() cannot be called from a running event loop; use `await agent.run(...)`"
+        )
+
+    def stop(self, run_id: str | None = None, *, session_id: str | None = None) -> int:
+        """Ask running runs to stop after their current step (all of them without arguments).
+        Returns how many runs were asked."""
+        count = 0
+        for run in list(self._active.values()):
+            if (run_id is None or run.run_id == run_id) and (
+                session_id is None or run.session_id == session_id
+            ):
+                run.stop_requested = True
+                count += 1
+        return count
+
+    def on(self, event: str, listener: Listener) -> Callable[[], None]:
+        """Call ``listener`` for every event of a kind: an event ``type`` (``"tool_call_end"``), a
+        specification name (``"tool:end"``) or ``"*"``. Returns a function that unsubscribes."""
+        return self._listeners.add(event, listener)
+
+    # --- sessions ---------------------------------------------------------------------------------
+
+    async def sessions(self) -> list[SessionInfo]:
+        return await self.store.list_sessions()
+
+    async def transcript(self, session_id: str) -> list[Entry]:
+        return (await self.store.load(session_id)).entries
+
+    async def reports(self, session_id: str) -> list[RunReport]:
+        return await self.store.list_reports(session_id)
+
+    # --- construction helpers ---------------------------------------------------------------------
+
+    def _new_run(
+        self, message: str, session_id: str | None, deps: Any, meta: dict[str, Any] | None, sink: EventSink
+    ) -> RunState:
+        request = RunRequest(message=message, session_id=session_id, deps=deps, meta=meta)
+        return RunState(setup=self._setup, request=request, sink=sink)
+
+    def _definition(self) -> AgentDefinition | None:
+        if self.workspace is None or not self.workspace.agent_md.exists():
+            return None
+        return self.workspace.load_definition()
+
+    @staticmethod
+    def _model_spec(
+        model: Model | str | None, definition: AgentDefinition | None, env: Mapping[str, str]
+    ) -> Model | str:
+        if model is not None:
+            return model
+        if env.get("LOOPWRIGHT_MODEL"):
+            return env["LOOPWRIGHT_MODEL"]
+        if definition is not None and definition.model:
+            chain = definition.model
+            return chain if isinstance(chain, str) else chain[0]
+        return DEFAULT_MODEL
+
+    def _collect_tools(
+        self, given: Sequence[Tool | Callable[..., Any]], definition: AgentDefinition | None
+    ) -> dict[str, Tool]:
+        found: list[Tool] = []
+        if definition is not None and self.workspace is not None:
+            found.extend(self.workspace.resolve_tools(definition))
+        for item in given:
+            found.append(item if isinstance(item, Tool) else make_tool(item))
+        tools: dict[str, Tool] = {}
+        for t in found:
+            if t.name in tools:
+                raise ConfigError(f"two tools are named {t.name!r}; tool names must be unique")
+            tools[t.name] = t
+        return tools
+
+    def __repr__(self) -> str:
+        return f"Agent(name={self.name!r}, model={self.model.name!r}, tools={list(self.tools)!r})"
+
+
+def _as_workspace(value: str | os.PathLike[str] | Workspace | None) -> Workspace | None:
+    if value is None or isinstance(value, Workspace):
+        return value
+    return Workspace(Path(value))

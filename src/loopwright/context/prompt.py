@@ -1,0 +1,75 @@
+"""The system prompt as ordered layers: stable ones first, dynamic ones last.
+
+Keeping the stable prefix (identity, scope, tools) identical across runs lets providers' prompt
+caches hold; memory and the current time change and therefore come last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from loopwright.models.base import ToolDefinition
+
+__all__ = ["DEFAULT_IDENTITY", "PromptLayer", "compose_system_prompt", "default_layers"]
+
+DEFAULT_IDENTITY = "You are a helpful assistant. Answer clearly and use the tools you have when they help."
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromptLayer:
+    name: str
+    content: str
+    priority: int
+    """Lower comes first."""
+    stable: bool = True
+
+
+def default_layers(
+    *,
+    identity: str,
+    tools: Sequence[ToolDefinition],
+    workspace: Path | None,
+    memory: str,
+    now: datetime,
+) -> list[PromptLayer]:
+    layers = [PromptLayer(name="identity", content=identity.strip() or DEFAULT_IDENTITY, priority=10)]
+    if workspace is not None:
+        layers.append(
+            PromptLayer(
+                name="scope",
+                content=(
+                    "## Scope\nYou work in a workspace folder. File paths are relative to it; "
+                    "tools cannot reach anything outside it."
+                ),
+                priority=20,
+            )
+        )
+    if tools:
+        lines = "\n".join(f"- {t.name}: {_first_line(t.description)}" for t in tools)
+        layers.append(PromptLayer(name="tools", content=f"## Tools\n{lines}", priority=30))
+    if memory.strip():
+        layers.append(
+            PromptLayer(
+                name="memory", content=f"## Memory (MEMORY.md)\n{memory.strip()}", priority=100, stable=False
+            )
+        )
+    layers.append(
+        PromptLayer(
+            name="datetime",
+            content=f"Current date and time: {now.strftime('%Y-%m-%d %H:%M %Z').strip()}",
+            priority=200,
+            stable=False,
+        )
+    )
+    return layers
+
+
+def compose_system_prompt(layers: Iterable[PromptLayer]) -> str:
+    return "\n\n".join(layer.content for layer in sorted(layers, key=lambda la: la.priority) if layer.content)
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""

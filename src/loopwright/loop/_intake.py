@@ -1,0 +1,42 @@
+"""INTAKE: validate the message, resolve the session, take the session's lock."""
+
+from __future__ import annotations
+
+from loopwright.errors import EmptyMessageError, MessageTooLargeError, RunError
+from loopwright.loop._state import RunState
+from loopwright.sessions.base import SessionInfo, validate_session_id
+
+__all__ = ["intake", "validate_message"]
+
+_TITLE_CHARS = 80
+
+
+def validate_message(message: str, limit: int) -> None:
+    """Raise before any side effect if the message is empty or too large."""
+    if not isinstance(message, str) or not message.strip():
+        raise EmptyMessageError()
+    size = len(message) if message.isascii() else len(message.encode("utf-8"))
+    if size > limit:
+        raise MessageTooLargeError(size, limit)
+
+
+async def intake(run: RunState) -> None:
+    cfg = run.config
+    validate_message(run.request.message, cfg.max_message_bytes)
+    session_id = validate_session_id(run.session_id)
+    run.lease = await run.setup.locks.acquire(
+        session_id,
+        run.run_id,
+        wait=cfg.queue_timeout,
+        lease=cfg.lock_timeout,
+        max_waiters=cfg.max_queue_depth,
+    )
+    store = run.setup.store
+    info = await store.get(session_id)
+    if info is None:
+        first_line = run.request.message.strip().splitlines()[0]
+        info = SessionInfo(id=session_id, agent=run.setup.agent_name, title=first_line[:_TITLE_CHARS])
+        await store.create(info)
+    elif info.terminated:
+        raise RunError(f"session {session_id!r} is terminated; start a new session")
+    run.session = info

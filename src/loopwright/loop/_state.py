@@ -1,0 +1,96 @@
+"""The state of one run, passed from stage to stage."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loopwright.config import LoopConfig
+from loopwright.lanes.base import LockLease, SessionLocks
+from loopwright.loop._sink import EventSink
+from loopwright.messages import Message, ToolCall
+from loopwright.models._accumulate import StepAccumulator
+from loopwright.models.base import Model, ModelSettings, ToolDefinition
+from loopwright.report import RunReport, StepReport
+from loopwright.sessions.base import SessionInfo, SessionStore
+from loopwright.tools.base import Tool
+
+__all__ = ["RunRequest", "RunSetup", "RunState"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSetup:
+    """Everything about the agent a run needs; built once by :class:`~loopwright.Agent`."""
+
+    agent_name: str
+    model: Model
+    tools: Mapping[str, Tool]
+    tool_defs: tuple[ToolDefinition, ...]
+    config: LoopConfig
+    store: SessionStore
+    locks: SessionLocks
+    identity: str
+    workspace: Path | None = None
+    memory_path: Path | None = None
+    settings: ModelSettings = ModelSettings()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRequest:
+    message: str
+    session_id: str | None = None
+    deps: Any = None
+    meta: dict[str, Any] | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class RunState:
+    setup: RunSetup
+    request: RunRequest
+    sink: EventSink
+    run_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    started: float = field(default_factory=time.perf_counter)
+    report: RunReport = field(init=False)
+    session: SessionInfo | None = None
+    lease: LockLease | None = None
+    system: str = ""
+    messages: list[Message] = field(default_factory=list)
+    appended: int = 0
+    """Transcript entries this run has written."""
+    open_calls: dict[str, ToolCall] = field(default_factory=dict)
+    """Tool calls of the current step that have no result yet."""
+    current: StepAccumulator | None = None
+    """The model step being streamed, for keeping partial text if the run is cut short."""
+    current_started: float = 0.0
+    stop_requested: bool = False
+    repeat_key: tuple[str, str] | None = None
+    repeat_count: int = 0
+    repeat_offences: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.report = RunReport(
+            id=self.run_id,
+            session_id=self.request.session_id or "",
+            model=self.setup.model.name,
+            started_at=time.time(),
+            user_message=self.request.message,
+        )
+
+    @property
+    def session_id(self) -> str:
+        return self.report.session_id
+
+    @property
+    def config(self) -> LoopConfig:
+        return self.setup.config
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000.0
+
+    def add_step(self, step: StepReport) -> None:
+        self.report.steps.append(step)

@@ -1,0 +1,178 @@
+"""Tool calls of one step: look up, validate, guard against runaway repeats, run with a timeout,
+format and cap the result, and record it at once. Nothing a tool does can crash the run."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from loopwright.events import ToolCallEnded, ToolCallStarted
+from loopwright.loop._eager import start_eagerly
+from loopwright.loop._state import RunState
+from loopwright.messages import ToolCall, ToolResultMessage, now_iso
+from loopwright.report import ToolCallReport, parse_arguments
+from loopwright.tools.base import ToolArgumentError, ToolContext
+
+__all__ = ["cap_result", "format_result", "run_tool_calls"]
+
+_dumps = json.JSONEncoder(ensure_ascii=False, default=str).encode
+
+
+async def run_tool_calls(run: RunState, step: int, calls: Sequence[ToolCall]) -> list[ToolCallReport]:
+    """Run the step's calls (concurrently when allowed); every call gets exactly one result."""
+    run.open_calls = {c.id: c for c in calls}
+    if len(calls) == 1 or not run.config.parallel_tool_calls:
+        return [await _run_one(run, step, c) for c in calls]
+    reports: list[ToolCallReport | None] = [None] * len(calls)
+
+    async def one(i: int, call: ToolCall) -> None:
+        reports[i] = await _run_one(run, step, call)
+
+    async with asyncio.TaskGroup() as tg:
+        for i, call in enumerate(calls):
+            tg.create_task(one(i, call))
+    return [r for r in reports if r is not None]
+
+
+async def _run_one(run: RunState, step: int, call: ToolCall) -> ToolCallReport:
+    sink = run.sink
+    if sink.active:
+        await sink.emit(
+            ToolCallStarted(
+                run_id=run.run_id,
+                step=step,
+                call_id=call.id,
+                tool_name=call.name,
+                arguments=parse_arguments(call.arguments),
+            )
+        )
+    started = time.perf_counter()
+    content, error = await _invoke(run, step, call)
+    latency_ms = (time.perf_counter() - started) * 1000.0
+    content = cap_result(content, run.config.max_tool_result_chars)
+    result = ToolResultMessage(
+        tool_call_id=call.id,
+        name=call.name,
+        content=content,
+        is_error=error is not None,
+        run_id=run.run_id,
+        timestamp=now_iso(),
+    )
+    await run.setup.store.append(run.session_id, [result])
+    run.appended += 1
+    run.messages.append(result)
+    run.open_calls.pop(call.id, None)
+    if sink.active:
+        await sink.emit(
+            ToolCallEnded(
+                run_id=run.run_id,
+                step=step,
+                call_id=call.id,
+                tool_name=call.name,
+                result=content,
+                is_error=error is not None,
+                latency_ms=latency_ms,
+            )
+        )
+    return ToolCallReport(
+        call_id=call.id,
+        tool_name=call.name,
+        arguments_json=call.arguments,
+        result_size_bytes=len(content) if content.isascii() else len(content.encode("utf-8")),
+        latency_ms=latency_ms,
+        error=error,
+    )
+
+
+async def _invoke(run: RunState, step: int, call: ToolCall) -> tuple[str, str | None]:
+    """Return ``(content, error)``; ``error`` is None on success and equals ``content`` otherwise."""
+    setup = run.setup
+    tool = setup.tools.get(call.name)
+    if tool is None:
+        known = ", ".join(sorted(setup.tools)) or "none"
+        return _error(f"unknown tool {call.name!r}; available tools: {known}")
+    try:
+        args = tool.validate(call.arguments)
+    except ToolArgumentError as exc:
+        return _error(str(exc))
+    repeated = _check_repeat(run, call)
+    if repeated is not None:
+        return _error(repeated)
+    ctx = ToolContext(
+        run_id=run.run_id,
+        session_id=run.session_id,
+        call_id=call.id,
+        tool_name=call.name,
+        step=step,
+        workspace=setup.workspace,
+        deps=run.request.deps,
+    )
+    timeout = tool.timeout or run.config.tool_timeout
+    scope: asyncio.Timeout | None = None
+    try:
+        done, value, coro = start_eagerly(tool.call(args, ctx))
+        if not done:
+            # The tool is waiting on something: only now is a timer worth its cost.
+            async with asyncio.timeout(timeout) as scope:
+                value = await coro
+    except TimeoutError:
+        if scope is not None and scope.expired():
+            return _error(f"tool {call.name!r} timed out after {timeout:g} s and was cancelled")
+        return _error(f"tool {call.name!r} failed: TimeoutError")
+    except Exception as exc:
+        return _error(f"tool {call.name!r} failed: {type(exc).__name__}: {exc}")
+    try:
+        return format_result(value), None
+    except Exception as exc:  # a result that cannot be turned into text
+        return _error(f"tool {call.name!r} returned a result that cannot be serialized: {exc}")
+
+
+def _error(message: str) -> tuple[str, str]:
+    return message, message
+
+
+def _check_repeat(run: RunState, call: ToolCall) -> str | None:
+    """Identical means the same tool and byte-identical arguments: what a model stuck in a loop sends."""
+    key = (call.name, call.arguments.strip())
+    if key == run.repeat_key:
+        run.repeat_count += 1
+    else:
+        run.repeat_key, run.repeat_count = key, 1
+    if run.repeat_count < run.config.repeat_limit:
+        return None
+    run.repeat_offences += 1
+    run.repeat_count = 0
+    return (
+        f"not executed: you called {call.name!r} with the same arguments "
+        f"{run.config.repeat_limit} times in a row; the result will not change. "
+        "Use what you already have, try something different, or give your answer."
+    )
+
+
+def format_result(value: Any) -> str:
+    """A tool's return value as the text the model sees."""
+    kind = type(value)
+    if kind is str:
+        return value  # type: ignore[no-any-return]
+    if kind is int or kind is float:
+        return repr(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _dumps(dataclasses.asdict(value))
+    return _dumps(value)
+
+
+def cap_result(content: str, limit: int) -> str:
+    """Cap a result at ``limit`` characters, saying how much was cut (before it is stored or sent)."""
+    if len(content) <= limit:
+        return content
+    return content[:limit] + f"\n…[truncated: {len(content)} characters, showing the first {limit}]"

@@ -1,0 +1,111 @@
+"""One run of the agent loop: INTAKE → CONTEXT → EXECUTE → PERSIST.
+
+Read this file as the table of contents; each stage lives in its own module. Whatever happens —
+a tool raising, the model failing, the timeout, ``stop()``, cancellation — the run ends here with
+its open tool calls closed, its report saved, the session's lock released and ``loop:end`` emitted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from loopwright.errors import InputError, LoopwrightError, ModelError, NotFoundError, RunTimeoutError
+from loopwright.events import ContextBuilt, ExecuteStarted, PersistStarted, RunEnded, RunFailed, RunStarted
+from loopwright.loop._context import build_context
+from loopwright.loop._execute import execute, keep_partial
+from loopwright.loop._intake import intake
+from loopwright.loop._persist import persist
+from loopwright.loop._state import RunState
+from loopwright.report import RunReport
+from loopwright.sessions.base import new_session_id
+
+__all__ = ["run_loop"]
+
+log = logging.getLogger("loopwright")
+
+# Raised to the caller: the request was refused before the run was accepted.
+_REFUSALS = (InputError, NotFoundError)
+
+
+async def run_loop(run: RunState) -> RunReport:
+    """Run to the end and return the report. Raises only when the request was refused before the
+    run was accepted (bad input, busy session) or when the run was cancelled."""
+    setup, sink = run.setup, run.sink
+    if not run.report.session_id:
+        run.report.session_id = new_session_id()
+    if sink.active:
+        await sink.emit(RunStarted(run_id=run.run_id, session_id=run.session_id))
+    failure: BaseException | None = None
+    deadline: asyncio.Timeout | None = None
+    try:
+        await intake(run)
+        deadline = asyncio.timeout(setup.config.execution_timeout)
+        async with deadline:
+            tokens = await build_context(run)
+            if sink.active:
+                await sink.emit(
+                    ContextBuilt(run_id=run.run_id, token_estimate=tokens, message_count=len(run.messages))
+                )
+                await sink.emit(ExecuteStarted(run_id=run.run_id, tool_count=len(setup.tools)))
+            await execute(run)
+    except BaseException as exc:
+        if isinstance(exc, TimeoutError) and deadline is not None and deadline.expired():
+            exc = RunTimeoutError(setup.config.execution_timeout)
+        failure = _fail(run, exc)
+        await _close_step(run, run.report.reason)
+    finally:
+        if run.report.error is not None and sink.active:
+            await sink.emit(
+                RunFailed(
+                    run_id=run.run_id, error=run.report.error, error_type=run.report.error_type or "Error"
+                )
+            )
+        if run.lease is not None:
+            if sink.active:
+                await sink.emit(PersistStarted(run_id=run.run_id))
+            try:
+                await persist(run)
+            finally:
+                await setup.locks.release(run.lease)
+        else:
+            run.report.completed_at = time.time()
+        if sink.active:
+            await sink.emit(RunEnded(run_id=run.run_id, report=run.report))
+    if failure is not None and _should_raise(run, failure):
+        raise failure
+    return run.report
+
+
+def _fail(run: RunState, exc: BaseException) -> BaseException:
+    """Record why the run ended; return the exception (re-raised only if the run was never accepted)."""
+    report = run.report
+    if isinstance(exc, asyncio.CancelledError):
+        report.reason = "stopped"
+        return exc
+    report.reason = "timeout" if isinstance(exc, RunTimeoutError) else "error"
+    report.error = str(exc) or type(exc).__name__
+    report.error_type = type(exc).__name__
+    if not isinstance(exc, LoopwrightError):
+        log.exception("run %s failed with an unexpected error", run.run_id, exc_info=exc)
+    elif isinstance(exc, ModelError):
+        log.warning("run %s: %s", run.run_id, exc)
+    return exc
+
+
+async def _close_step(run: RunState, why: str) -> None:
+    if run.session is None:
+        return
+    try:
+        await keep_partial(run, why)
+    except Exception as exc:  # the store is failing too: the report says so, persist will retry
+        log.error("could not keep the partial answer of run %s: %s", run.run_id, exc)
+
+
+def _should_raise(run: RunState, exc: BaseException) -> bool:
+    if isinstance(exc, asyncio.CancelledError) or not isinstance(exc, Exception):
+        return True  # cancellation and interpreter exits always propagate
+    if run.session is None:
+        return True  # refused at INTAKE: nothing was accepted, the caller gets the exception
+    return isinstance(exc, _REFUSALS)

@@ -1,0 +1,26 @@
+"""Session storage: metadata, append-only transcripts and run reports."""
+
+from loopwright.sessions._codec import Entry, TranscriptRecord, decode_line, encode_entry
+from loopwright.sessions.base import (
+    LoadedTranscript,
+    SessionInfo,
+    SessionStore,
+    new_session_id,
+    validate_session_id,
+)
+from loopwright.sessions.file import FileSessionStore
+from loopwright.sessions.memory import MemorySessionStore
+
+__all__ = [
+    "Entry",
+    "FileSessionStore",
+    "LoadedTranscript",
+    "MemorySessionStore",
+    "SessionInfo",
+    "SessionStore",
+    "TranscriptRecord",
+    "decode_line",
+    "encode_entry",
+    "new_session_id",
+    "validate_session_id",
+]

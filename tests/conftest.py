@@ -1,0 +1,28 @@
+"""Test isolation: no real provider can be reached, no user config leaks in."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+RECORDINGS = REPO.parent / "shared" / "fixtures" / "provider-recordings"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    for key in list(os.environ):
+        if key.startswith(("LOOPWRIGHT_", "OPENAI_", "ANTHROPIC_")):
+            monkeypatch.delenv(key)
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    # The switch that blocks real model requests: the SDK's default endpoint points at a closed port.
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-real")
+    monkeypatch.setenv("NO_COLOR", "1")
+    yield
