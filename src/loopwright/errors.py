@@ -111,11 +111,17 @@ class ModelError(RunError):
         model: str,
         status: int | None = None,
         retryable: bool = False,
+        retry_after: float | None = None,
+        code: str | None = None,
     ) -> None:
         self.provider = provider
         self.model = model
         self.status = status
         self.retryable = retryable
+        self.retry_after = retry_after
+        """Seconds the provider asked us to wait before retrying, if it said."""
+        self.code = code
+        """The provider's error code (``rate_limit_exceeded``, ``context_length_exceeded``, ...)."""
         status_part = f" (HTTP {status})" if status is not None else ""
         super().__init__(f"{provider} model {model!r} failed{status_part}: {message}")
 

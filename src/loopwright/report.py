@@ -52,7 +52,7 @@ class ToolCallReport:
             "toolName": self.tool_name,
             "arguments": self.arguments,
             "resultSizeBytes": self.result_size_bytes,
-            "latencyMs": round(self.latency_ms, 3),
+            "latencyMs": self.latency_ms,
             "skipped": self.skipped,
             "error": self.error,
             "metrics": self.metrics,
@@ -87,12 +87,12 @@ class StepReport:
         return {
             "index": self.index,
             "type": self.type,
-            "llmLatencyMs": round(self.llm_latency_ms, 3),
+            "llmLatencyMs": self.llm_latency_ms,
             "usage": self.usage.to_dict(),
             "finishReason": self.finish_reason,
             "model": self.model,
             "toolCalls": [t.to_dict() for t in self.tool_calls],
-            "toolTotalMs": round(self.tool_total_ms, 3),
+            "toolTotalMs": self.tool_total_ms,
         }
 
     @classmethod
@@ -173,7 +173,7 @@ class RunReport:
             "model": self.model,
             "startedAt": self.started_at,
             "completedAt": self.completed_at,
-            "totalMs": round(self.total_ms, 3),
+            "totalMs": self.total_ms,
             "reason": self.reason,
             "userMessage": self.user_message,
             "finalText": self.final_text,
@@ -183,8 +183,8 @@ class RunReport:
             "stepCount": self.step_count,
             "toolCallCount": self.tool_call_count,
             "totalUsage": self.total_usage.to_dict(),
-            "totalLlmTimeMs": round(self.total_llm_time_ms, 3),
-            "totalToolTimeMs": round(self.total_tool_time_ms, 3),
+            "totalLlmTimeMs": self.total_llm_time_ms,
+            "totalToolTimeMs": self.total_tool_time_ms,
         }
 
     @classmethod

@@ -1,4 +1,4 @@
-"""Fixtures for provider tests: an isolated provider environment and models bound to a ReplayServer."""
+"""Fixtures for provider tests: models bound to a ReplayServer, and an environment without OpenAI keys."""
 
 from __future__ import annotations
 
@@ -12,21 +12,11 @@ from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 from loopwright.models.openai import OpenAIModel
 from loopwright.testing._server import ReplayServer
 
-PROVIDER_ENV = (
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "OPENAI_ORG_ID",
-    "OPENAI_PROJECT_ID",
-    "OPENAI_ADMIN_KEY",
-    "OPENAI_WEBHOOK_SECRET",
-    "LOOPWRIGHT_BASE_URL",
-)
 
-
-@pytest.fixture(autouse=True)
-def _isolated_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test sees the developer's real keys or base URLs."""
-    for name in PROVIDER_ENV:
+@pytest.fixture
+def no_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No OpenAI key or base URL in the environment (tests/conftest.py sets both to block real requests)."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ADMIN_KEY"):
         monkeypatch.delenv(name, raising=False)
 
 

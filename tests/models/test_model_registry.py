@@ -48,11 +48,13 @@ async def test_openai_spec_reads_the_sdk_environment(monkeypatch: pytest.MonkeyP
         await model.aclose()
 
 
+@pytest.mark.usefixtures("no_openai_env")
 def test_openai_spec_without_any_key() -> None:
     with pytest.raises(ConfigError, match=r"openai model 'gpt-4o'.*OPENAI_API_KEY"):
         resolve_model("openai:gpt-4o")
 
 
+@pytest.mark.usefixtures("no_openai_env")
 async def test_openai_compatible_with_base_url_argument() -> None:
     model = resolve_model("openai-compatible:llama3.1:8b", base_url="http://127.0.0.1:11434/v1")
     assert isinstance(model, OpenAIModel)

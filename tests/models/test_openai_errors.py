@@ -304,6 +304,7 @@ async def test_stream_that_stalls_midway_times_out(make_model: ModelFactory) -> 
     assert "the stream timed out: no data for 0.3 s" in str(error)
 
 
+@pytest.mark.usefixtures("no_openai_env")
 def test_missing_api_key_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match=r"api_key"):
         OpenAIModel("gpt-4o")

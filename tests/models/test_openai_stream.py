@@ -191,6 +191,7 @@ async def test_minimal_body_leaves_out_what_is_not_set(make_model: ModelFactory)
     }
 
 
+@pytest.mark.usefixtures("no_openai_env")
 async def test_own_client_for_a_local_server_needs_no_api_key() -> None:
     with ReplayServer([ReplayResponse.sse(openai_chat_stream(text="hi"))]) as server:
         model = OpenAIModel("local", base_url=server.base_url, timeout=5.0)

@@ -368,3 +368,18 @@ async def test_extra_roots_are_reachable_by_relative_path(
     )
     with pytest.raises(ScopeError):
         await read_file.call(read_file.validate('{"path": "../outside.txt"}'), ctx)
+
+
+async def test_symlink_loop_cannot_hide_a_link_out(workspace: Path, ctx: ToolContext) -> None:
+    (workspace / "loop_a").symlink_to("loop_b")
+    (workspace / "loop_b").symlink_to("loop_a")
+    (workspace / "out").symlink_to(workspace.parent / "outside.txt")
+    for name, arguments in [
+        ("read_file", '{"path": "loop_a/../out"}'),
+        ("write_file", '{"path": "loop_a/../out", "content": "pwned"}'),
+        ("edit_file", '{"path": "loop_b/../out", "old_text": "main", "new_text": "x"}'),
+        ("search_files", '{"pattern": "secret", "path": "loop_a/../out"}'),
+    ]:
+        with pytest.raises(ScopeError, match="symlink loop"):
+            await run(workspace, ctx, name, arguments)
+    assert (workspace.parent / "outside.txt").read_text() == "main secret\n"

@@ -168,6 +168,17 @@ UNICODE = [
     "..\u2044outside",
     "\u0000../x",
 ]
+# Non-strict realpath gives up at a loop and normalises the rest lexically; these must not slip through.
+AFTER_LOOP = [
+    "loop_a/../chain_a",
+    "loop_a/../link_file_out",
+    "loop_b/./../link_dir_out/secret.txt",
+    "loop_a/../rel_link_out/secret.txt",
+    "missing/../loop_a/../rel_file_out",
+    "sub/../loop_a/../../outside/secret.txt",
+    "loop_a/x/../../link_dir_out",
+    "loop_a/../alias_sessions/t.jsonl",
+]
 DENIED = [
     "sessions",
     "sessions/",
@@ -196,7 +207,7 @@ def hostile_paths() -> list[str]:
     for traversal in TRAVERSALS:
         for target in TRAVERSAL_TARGETS:
             paths.append(f"{traversal.rstrip('/')}/{target}" if target else traversal)
-    paths += ABSOLUTE + CONTROL + UNICODE + DENIED + ["", " ", "x" * 5000, "a/" * 3000]
+    paths += ABSOLUTE + CONTROL + UNICODE + AFTER_LOOP + DENIED + ["", " ", "x" * 5000, "a/" * 3000]
     return list(dict.fromkeys(paths))
 
 
@@ -235,7 +246,7 @@ def test_zero_escapes(layout: Layout, mode: str) -> None:
 
 
 def must_refuse() -> list[str]:
-    paths = [*ABSOLUTE, *CONTROL, *DENIED, "", " ", "x" * 5000, "\ud800", "\udc80\udc80/x"]
+    paths = [*ABSOLUTE, *CONTROL, *AFTER_LOOP, *DENIED, "", " ", "x" * 5000, "\ud800", "\udc80\udc80/x"]
     for link in LINKS:
         paths.append(link)
         if link != "link_fifo_in":  # a FIFO inside the workspace: "fifo/x" is just missing
@@ -379,6 +390,10 @@ def test_non_string_path_is_refused(layout: Layout) -> None:
 
 TOKENS = [
     "..",
+    "..",
+    "loop_b",
+    "missing",
+    "chain_b",
     ".",
     "",
     "sub",

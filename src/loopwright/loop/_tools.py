@@ -17,6 +17,7 @@ from loopwright.loop._eager import start_eagerly
 from loopwright.loop._state import RunState
 from loopwright.messages import ToolCall, ToolResultMessage, now_iso
 from loopwright.report import ToolCallReport, parse_arguments
+from loopwright.tools._scope import ScopeError
 from loopwright.tools.base import ToolArgumentError, ToolContext
 
 __all__ = ["cap_result", "format_result", "run_tool_calls"]
@@ -125,6 +126,8 @@ async def _invoke(run: RunState, step: int, call: ToolCall) -> tuple[str, str | 
         if scope is not None and scope.expired():
             return _error(f"tool {call.name!r} timed out after {timeout:g} s and was cancelled")
         return _error(f"tool {call.name!r} failed: TimeoutError")
+    except ScopeError as exc:
+        return _error(f"scope error: {exc}")
     except Exception as exc:
         return _error(f"tool {call.name!r} failed: {type(exc).__name__}: {exc}")
     try:

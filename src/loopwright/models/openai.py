@@ -85,10 +85,16 @@ class ProviderHTTPError(ModelError):
         error_type: str | None = None,
         body: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__(message, provider=provider, model=model, status=status, retryable=retryable)
-        self.retry_after = retry_after
+        super().__init__(
+            message,
+            provider=provider,
+            model=model,
+            status=status,
+            retryable=retryable,
+            retry_after=retry_after,
+            code=code,
+        )
         self.headers = dict(headers or {})
-        self.code = code
         self.error_type = error_type
         self.body = body
 

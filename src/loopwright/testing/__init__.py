@@ -9,13 +9,31 @@ from loopwright.testing._models import (
     example_for_schema,
     response_events,
 )
+from loopwright.testing._server import (
+    ReplayRequest,
+    ReplayResponse,
+    ReplayServer,
+    Responder,
+    openai_chat_completion,
+    openai_chat_stream,
+    recorded_body,
+    recording_responses,
+)
 
 __all__ = [
     "AgentInfo",
     "FunctionModel",
+    "ReplayRequest",
+    "ReplayResponse",
+    "ReplayServer",
+    "Responder",
     "ScriptedModel",
     "TestModel",
     "Turn",
     "example_for_schema",
+    "openai_chat_completion",
+    "openai_chat_stream",
+    "recorded_body",
+    "recording_responses",
     "response_events",
 ]
