@@ -61,11 +61,11 @@ async def add_plain(a: int, b: int) -> int:
 
 
 class InstantModel:
-    """Answers at once from precomputed turns: STEPS tool calls, then a final answer."""
+    """Answers at once from precomputed turns: ``steps`` tool calls, then a final answer."""
 
     name = "instant"
 
-    def __init__(self) -> None:
+    def __init__(self, steps: int = STEPS) -> None:
         self._turns: list[list[ModelEvent]] = [
             [
                 ToolCallStart(index=0, id=f"call_{n}", name="add"),
@@ -73,7 +73,7 @@ class InstantModel:
                 UsageUpdate(USAGE),
                 StreamFinish(reason="tool_calls"),
             ]
-            for n in range(STEPS)
+            for n in range(steps)
         ]
         self._turns.append([TextDelta("The sum is done."), UsageUpdate(USAGE), StreamFinish(reason="stop")])
         self._run: str | None = None
@@ -153,12 +153,12 @@ async def floor_pydantic() -> None:
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": str(result)})
 
 
-async def _time_runs(fn: Callable[[], Awaitable[Any]], runs: int) -> float:
+async def _time_runs(fn: Callable[[], Awaitable[Any]], runs: int, steps: int = STEPS + 1) -> float:
     """Microseconds per step."""
     start = time.perf_counter()
     for _ in range(runs):
         await fn()
-    return (time.perf_counter() - start) / runs / (STEPS + 1) * 1e6
+    return (time.perf_counter() - start) / runs / steps * 1e6
 
 
 async def part_one(runs: int, rounds: int) -> dict[str, float]:
@@ -180,8 +180,15 @@ async def part_one(runs: int, rounds: int) -> dict[str, float]:
         for name, (fn, n) in variants.items():
             samples[name].append(await _time_runs(fn, n))
         mem_agent.store = MemorySessionStore()  # keep memory flat between rounds
+    # the JSONL store's fixed cost per run: a run whose model answers at once (one step, no tools)
+    answer_only = Agent(InstantModel(steps=0), workspace=tmp.name)
+    fixed = statistics.median(
+        [await _time_runs(lambda: answer_only.run("go"), max(10, runs // 5), 1) for _ in range(3)]
+    )
     tmp.cleanup()
-    return {name: statistics.median(values) for name, values in samples.items()}
+    results = {name: statistics.median(values) for name, values in samples.items()}
+    results["jsonl fixed per run"] = fixed
+    return results
 
 
 # --- part 2: streamed runs against a local OpenAI-compatible server ---------------------------
@@ -332,10 +339,16 @@ def main() -> None:
 
     print(f"Part 1: framework overhead per step ({STEPS} tool steps + final answer, instant model)")
     results = asyncio.run(part_one(runs, rounds))
+    fixed = results.pop("jsonl fixed per run")
     floor = results["floor/pydantic"]
     print(f"{'variant':<20}{'µs/step':>10}{'× pydantic floor':>20}")
     for name, value in results.items():
         print(f"{name:<20}{value:>10.1f}{value / floor:>20.2f}")
+    marginal = (results["loopwright/jsonl"] * (STEPS + 1) - fixed) / STEPS
+    print(
+        f"loopwright/jsonl: {fixed / 1000:.2f} ms fixed per run (new session folder, metadata, report, "
+        f"2 fsyncs in a worker thread) + {marginal:.1f} µs per further step (flushed appends)"
+    )
     print("target: loopwright/mem at most 50 µs/step")
 
     print(f"\nPart 2: {STEPS}-step streamed run against a local OpenAI-compatible server")

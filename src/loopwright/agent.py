@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from loopwright.config import LoopConfig
+from loopwright.context.prompt import compose_system_prompt, stable_layers
 from loopwright.errors import ConfigError
 from loopwright.events import RunEnded, RunEvent
 from loopwright.lanes.base import SessionLocks
@@ -86,16 +87,21 @@ class Agent:
         self._locks = locks or _PROCESS_LOCKS
         self._listeners = Listeners()
         self._active: dict[str, RunState] = {}
+        tool_defs = tuple(t.definition() for t in self.tools.values())
+        workspace_root = self.workspace.root if self.workspace else None
         self._setup = RunSetup(
             agent_name=self.name,
             model=self.model,
             tools=self.tools,
-            tool_defs=tuple(t.definition() for t in self.tools.values()),
+            tool_defs=tool_defs,
             config=self.config,
             store=self.store,
             locks=self._locks,
             identity=self.system,
-            workspace=self.workspace.root if self.workspace else None,
+            stable_prompt=compose_system_prompt(
+                stable_layers(identity=self.system, tools=tool_defs, workspace=workspace_root)
+            ),
+            workspace=workspace_root,
             memory_path=self.workspace.memory_md if self.workspace else None,
             settings=self.settings,
         )

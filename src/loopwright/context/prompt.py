@@ -13,7 +13,14 @@ from pathlib import Path
 
 from loopwright.models.base import ToolDefinition
 
-__all__ = ["DEFAULT_IDENTITY", "PromptLayer", "compose_system_prompt", "default_layers"]
+__all__ = [
+    "DEFAULT_IDENTITY",
+    "PromptLayer",
+    "compose_system_prompt",
+    "default_layers",
+    "dynamic_layers",
+    "stable_layers",
+]
 
 DEFAULT_IDENTITY = "You are a helpful assistant. Answer clearly and use the tools you have when they help."
 
@@ -27,14 +34,10 @@ class PromptLayer:
     stable: bool = True
 
 
-def default_layers(
-    *,
-    identity: str,
-    tools: Sequence[ToolDefinition],
-    workspace: Path | None,
-    memory: str,
-    now: datetime,
+def stable_layers(
+    *, identity: str, tools: Sequence[ToolDefinition], workspace: Path | None
 ) -> list[PromptLayer]:
+    """The layers that stay the same from run to run: identity, scope, tools."""
     layers = [PromptLayer(name="identity", content=identity.strip() or DEFAULT_IDENTITY, priority=10)]
     if workspace is not None:
         layers.append(
@@ -50,6 +53,12 @@ def default_layers(
     if tools:
         lines = "\n".join(f"- {t.name}: {_first_line(t.description)}" for t in tools)
         layers.append(PromptLayer(name="tools", content=f"## Tools\n{lines}", priority=30))
+    return layers
+
+
+def dynamic_layers(*, memory: str, now: datetime) -> list[PromptLayer]:
+    """The layers that change: memory and the current time (last, to keep the cached prefix)."""
+    layers = []
     if memory.strip():
         layers.append(
             PromptLayer(
@@ -65,6 +74,19 @@ def default_layers(
         )
     )
     return layers
+
+
+def default_layers(
+    *,
+    identity: str,
+    tools: Sequence[ToolDefinition],
+    workspace: Path | None,
+    memory: str,
+    now: datetime,
+) -> list[PromptLayer]:
+    return stable_layers(identity=identity, tools=tools, workspace=workspace) + dynamic_layers(
+        memory=memory, now=now
+    )
 
 
 def compose_system_prompt(layers: Iterable[PromptLayer]) -> str:

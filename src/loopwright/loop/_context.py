@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import UTC, datetime
 
 from loopwright.context.pairing import repair_pairing
-from loopwright.context.prompt import compose_system_prompt, default_layers
+from loopwright.context.prompt import compose_system_prompt, dynamic_layers
 from loopwright.context.tokens import estimate_tokens
 from loopwright.loop._state import RunState
 from loopwright.messages import UserMessage, now_iso
@@ -39,16 +39,8 @@ async def build_context(run: RunState) -> int:
     messages.append(user)
     run.messages = messages
 
-    setup = run.setup
-    run.system = compose_system_prompt(
-        default_layers(
-            identity=setup.identity,
-            tools=setup.tool_defs,
-            workspace=setup.workspace,
-            memory=_read_memory(run),
-            now=datetime.now().astimezone(),
-        )
-    )
+    dynamic = compose_system_prompt(dynamic_layers(memory=_read_memory(run), now=datetime.now(UTC)))
+    run.system = f"{run.setup.stable_prompt}\n\n{dynamic}"
     return estimate_tokens(run.system, messages)
 
 

@@ -9,7 +9,7 @@ from loopwright.loop._state import RunState
 from loopwright.loop._tools import run_tool_calls
 from loopwright.messages import AssistantMessage, now_iso
 from loopwright.models._accumulate import StepAccumulator
-from loopwright.models.base import ModelRequest, ModelResponse, TextDelta, ThinkingDelta
+from loopwright.models.base import ModelRequest, TextDelta, ThinkingDelta
 from loopwright.report import StepReport
 
 __all__ = ["execute", "keep_partial"]
@@ -24,31 +24,23 @@ async def execute(run: RunState) -> None:
             run.report.reason = "stopped"
             run.report.final_text = _last_text(run)
             return
-        response, latency_ms = await _model_step(run, step)
-        assistant = AssistantMessage(
-            content=response.content,
-            tool_calls=response.tool_calls,
-            thinking=response.thinking,
-            model=response.model or run.setup.model.name,
-            usage=response.usage,
-            finish_reason=response.finish_reason,
-            run_id=run.run_id,
-            timestamp=now_iso(),
-        )
+        acc, latency_ms = await _model_step(run, step)
+        assistant = acc.message(model=run.setup.model.name, run_id=run.run_id, timestamp=now_iso())
         await run.setup.store.append(run.session_id, [assistant])
         run.appended += 1
         run.messages.append(assistant)
+        calls = assistant.tool_calls
         report = StepReport(
             index=step,
             type="initial" if step == 0 else "tool_followup",
             llm_latency_ms=latency_ms,
-            usage=response.usage,
-            finish_reason=response.finish_reason,
+            usage=acc.usage,
+            finish_reason=assistant.finish_reason or "stop",
             model=assistant.model,
         )
-        if response.tool_calls:
+        if calls:
             tools_started = time.perf_counter()
-            report.tool_calls = await run_tool_calls(run, step, response.tool_calls)
+            report.tool_calls = await run_tool_calls(run, step, calls)
             report.tool_total_ms = (time.perf_counter() - tools_started) * 1000.0
         run.add_step(report)
         if run.sink.active:
@@ -56,14 +48,14 @@ async def execute(run: RunState) -> None:
                 StepEnded(
                     run_id=run.run_id,
                     step=step,
-                    usage=response.usage,
+                    usage=acc.usage,
                     latency_ms=latency_ms + report.tool_total_ms,
-                    finish_reason=response.finish_reason,
+                    finish_reason=report.finish_reason,
                 )
             )
-        if not response.tool_calls:
+        if not calls:
             run.report.reason = "done"
-            run.report.final_text = response.content
+            run.report.final_text = assistant.content
             return
         if run.repeat_offences >= 2:
             run.report.reason = "loop_detected"
@@ -78,7 +70,7 @@ async def execute(run: RunState) -> None:
             return
 
 
-async def _model_step(run: RunState, step: int) -> tuple[ModelResponse, float]:
+async def _model_step(run: RunState, step: int) -> tuple[StepAccumulator, float]:
     setup = run.setup
     sink = run.sink
     if sink.active:
@@ -107,7 +99,7 @@ async def _model_step(run: RunState, step: int) -> tuple[ModelResponse, float]:
             acc.add(event)
     latency_ms = (time.perf_counter() - started) * 1000.0
     run.current = None
-    return acc.response(), latency_ms
+    return acc, latency_ms
 
 
 async def keep_partial(run: RunState, why: str) -> None:

@@ -16,7 +16,7 @@ from loopwright.messages import Message, ToolCall
 from loopwright.models._accumulate import StepAccumulator
 from loopwright.models.base import Model, ModelSettings, ToolDefinition
 from loopwright.report import RunReport, StepReport
-from loopwright.sessions.base import SessionInfo, SessionStore
+from loopwright.sessions.base import SessionInfo, SessionStore, new_session_id
 from loopwright.tools.base import Tool
 
 __all__ = ["RunRequest", "RunSetup", "RunState"]
@@ -34,6 +34,8 @@ class RunSetup:
     store: SessionStore
     locks: SessionLocks
     identity: str
+    stable_prompt: str
+    """The part of the system prompt that is the same in every run (identity, scope, tools)."""
     workspace: Path | None = None
     memory_path: Path | None = None
     settings: ModelSettings = ModelSettings()
@@ -72,18 +74,18 @@ class RunState:
     repeat_offences: int = 0
     warnings: list[str] = field(default_factory=list)
 
+    session_id: str = field(init=False)
+    """The request's session, or a new one."""
+
     def __post_init__(self) -> None:
+        self.session_id = self.request.session_id or new_session_id()
         self.report = RunReport(
             id=self.run_id,
-            session_id=self.request.session_id or "",
+            session_id=self.session_id,
             model=self.setup.model.name,
             started_at=time.time(),
             user_message=self.request.message,
         )
-
-    @property
-    def session_id(self) -> str:
-        return self.report.session_id
 
     @property
     def config(self) -> LoopConfig:

@@ -27,8 +27,12 @@ _dumps = json.JSONEncoder(ensure_ascii=False, default=str).encode
 
 async def run_tool_calls(run: RunState, step: int, calls: Sequence[ToolCall]) -> list[ToolCallReport]:
     """Run the step's calls (concurrently when allowed); every call gets exactly one result."""
+    if len(calls) == 1:
+        call = calls[0]
+        run.open_calls = {call.id: call}
+        return [await _run_one(run, step, call)]
     run.open_calls = {c.id: c for c in calls}
-    if len(calls) == 1 or not run.config.parallel_tool_calls:
+    if not run.config.parallel_tool_calls:
         return [await _run_one(run, step, c) for c in calls]
     reports: list[ToolCallReport | None] = [None] * len(calls)
 
@@ -56,7 +60,7 @@ async def _run_one(run: RunState, step: int, call: ToolCall) -> ToolCallReport:
     started = time.perf_counter()
     content, error = await _invoke(run, step, call)
     latency_ms = (time.perf_counter() - started) * 1000.0
-    content = cap_result(content, run.config.max_tool_result_chars)
+    content = cap_result(content, run.setup.config.max_tool_result_chars)
     result = ToolResultMessage(
         tool_call_id=call.id,
         name=call.name,
@@ -114,12 +118,13 @@ async def _invoke(run: RunState, step: int, call: ToolCall) -> tuple[str, str | 
         workspace=setup.workspace,
         deps=run.request.deps,
     )
-    timeout = tool.timeout or run.config.tool_timeout
+    timeout = 0.0
     scope: asyncio.Timeout | None = None
     try:
         done, value, coro = start_eagerly(tool.call(args, ctx))
         if not done:
             # The tool is waiting on something: only now is a timer worth its cost.
+            timeout = tool.timeout or run.config.tool_timeout
             async with asyncio.timeout(timeout) as scope:
                 value = await coro
     except TimeoutError:

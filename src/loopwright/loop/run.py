@@ -19,7 +19,6 @@ from loopwright.loop._intake import intake
 from loopwright.loop._persist import persist
 from loopwright.loop._state import RunState
 from loopwright.report import RunReport
-from loopwright.sessions.base import new_session_id
 
 __all__ = ["run_loop"]
 
@@ -33,8 +32,6 @@ async def run_loop(run: RunState) -> RunReport:
     """Run to the end and return the report. Raises only when the request was refused before the
     run was accepted (bad input, busy session) or when the run was cancelled."""
     setup, sink = run.setup, run.sink
-    if not run.report.session_id:
-        run.report.session_id = new_session_id()
     if sink.active:
         await sink.emit(RunStarted(run_id=run.run_id, session_id=run.session_id))
     failure: BaseException | None = None

@@ -6,9 +6,10 @@ when a response needs them.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
-from loopwright.messages import Thinking, ToolCall, Usage
+from loopwright.messages import AssistantMessage, Thinking, ToolCall, Usage
 from loopwright.models.base import (
     FinishReason,
     ModelEvent,
@@ -41,43 +42,49 @@ class StepAccumulator:
         self.model: str | None = None
 
     def add(self, event: ModelEvent) -> None:
-        match event:
-            case TextDelta():
-                self._text.append(event.text)
-            case ToolCallArgsDelta():
-                calls = self._calls
-                if calls is None:
-                    calls = self._calls = {}
-                entry = calls.get(event.index)
-                if entry is None:  # arguments before the call's start: the start fills id and name
-                    entry = calls[event.index] = ["", ""]
-                entry.append(event.delta)
-            case ToolCallStart():
-                calls = self._calls
-                if calls is None:
-                    calls = self._calls = {}
-                entry = calls.get(event.index)
-                if entry is None:
-                    calls[event.index] = [event.id, event.name]
-                else:
-                    entry[0], entry[1] = event.id, event.name
-            case UsageUpdate():
-                self.usage = event.usage
-            case StreamFinish():
-                self.finish = event.reason
-                self.raw_finish = event.raw_reason
-                if event.model:
-                    self.model = event.model
-            case ThinkingDelta():
-                thinking = self._thinking
-                if thinking is None:
-                    thinking = self._thinking = {}
-                parts = thinking.setdefault(event.block, ["", "", ""])
-                parts[0] += event.text
-                if event.signature:
-                    parts[1] += event.signature
-                if event.redacted:
-                    parts[2] += event.redacted
+        _ADD[type(event)](self, event)
+
+    def _add_text(self, event: TextDelta) -> None:
+        self._text.append(event.text)
+
+    def _add_args(self, event: ToolCallArgsDelta) -> None:
+        calls = self._calls
+        if calls is None:
+            calls = self._calls = {}
+        entry = calls.get(event.index)
+        if entry is None:  # arguments before the call's start: the start fills id and name
+            entry = calls[event.index] = ["", ""]
+        entry.append(event.delta)
+
+    def _add_call(self, event: ToolCallStart) -> None:
+        calls = self._calls
+        if calls is None:
+            calls = self._calls = {}
+        entry = calls.get(event.index)
+        if entry is None:
+            calls[event.index] = [event.id, event.name]
+        else:
+            entry[0], entry[1] = event.id, event.name
+
+    def _add_usage(self, event: UsageUpdate) -> None:
+        self.usage = event.usage
+
+    def _add_finish(self, event: StreamFinish) -> None:
+        self.finish = event.reason
+        self.raw_finish = event.raw_reason
+        if event.model:
+            self.model = event.model
+
+    def _add_thinking(self, event: ThinkingDelta) -> None:
+        thinking = self._thinking
+        if thinking is None:
+            thinking = self._thinking = {}
+        parts = thinking.setdefault(event.block, ["", "", ""])
+        parts[0] += event.text
+        if event.signature:
+            parts[1] += event.signature
+        if event.redacted:
+            parts[2] += event.redacted
 
     @property
     def text(self) -> str:
@@ -104,23 +111,47 @@ class StepAccumulator:
             for t, s, r in (blocks[k] for k in sorted(blocks))
         )
 
-    def response(self) -> ModelResponse:
-        calls = self.tool_calls()
+    def _finish_reason(self, calls: tuple[ToolCall, ...]) -> FinishReason:
         finish = self.finish
         if calls:
-            if finish is None or finish == "stop":
-                finish = "tool_calls"
-        elif finish is None:
-            finish = "stop"
+            return "tool_calls" if finish is None or finish == "stop" else finish
+        return "stop" if finish is None else finish
+
+    def response(self) -> ModelResponse:
+        calls = self.tool_calls()
         return ModelResponse(
             content=self.text,
             tool_calls=calls,
-            thinking=self.thinking() if self._thinking else (),
+            thinking=self.thinking(),
             usage=self.usage,
-            finish_reason=finish,
+            finish_reason=self._finish_reason(calls),
             raw_finish_reason=self.raw_finish,
             model=self.model,
         )
+
+    def message(self, *, model: str, run_id: str, timestamp: str) -> AssistantMessage:
+        """The step as the assistant message the transcript records (no intermediate response)."""
+        calls = self.tool_calls()
+        return AssistantMessage(
+            content=self.text,
+            tool_calls=calls,
+            thinking=self.thinking(),
+            model=self.model or model,
+            usage=self.usage,
+            finish_reason=self._finish_reason(calls),
+            run_id=run_id,
+            timestamp=timestamp,
+        )
+
+
+_ADD: dict[type[Any], Callable[[StepAccumulator, Any], None]] = {
+    TextDelta: StepAccumulator._add_text,
+    ToolCallArgsDelta: StepAccumulator._add_args,
+    ToolCallStart: StepAccumulator._add_call,
+    UsageUpdate: StepAccumulator._add_usage,
+    StreamFinish: StepAccumulator._add_finish,
+    ThinkingDelta: StepAccumulator._add_thinking,
+}
 
 
 async def complete_from_stream(events: AsyncIterator[ModelEvent]) -> ModelResponse:

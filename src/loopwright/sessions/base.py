@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from loopwright.errors import InputError
@@ -80,7 +80,17 @@ class SessionInfo:
         )
 
     def copy(self) -> SessionInfo:
-        return replace(self)
+        return SessionInfo(
+            id=self.id,
+            agent=self.agent,
+            created_at=self.created_at,
+            updated_at=self.updated_at,
+            title=self.title,
+            message_count=self.message_count,
+            run_count=self.run_count,
+            usage=self.usage,
+            terminated=self.terminated,
+        )
 
 
 @dataclass(slots=True, kw_only=True)

@@ -82,7 +82,7 @@ class FileSessionStore:
         await self.save_info(info)
 
     async def save_info(self, info: SessionInfo) -> None:
-        _atomic_write(self.session_dir(info.id) / INFO, json.dumps(info.to_dict(), indent=2))
+        _atomic_write(self.session_dir(info.id) / INFO, json.dumps(info.to_dict(), ensure_ascii=False))
 
     async def list_sessions(self) -> list[SessionInfo]:
         if not self.root.is_dir():
@@ -223,7 +223,7 @@ class FileSessionStore:
     async def save_report(self, session_id: str, report: RunReport) -> None:
         folder = self.session_dir(session_id) / RUNS
         _atomic_write(
-            folder / f"{validate_session_id(report.id)}.json", json.dumps(report.to_dict(), indent=2)
+            folder / f"{validate_session_id(report.id)}.json", json.dumps(report.to_dict(), ensure_ascii=False)
         )
 
     async def list_reports(self, session_id: str) -> list[RunReport]:
