@@ -223,7 +223,8 @@ class FileSessionStore:
     async def save_report(self, session_id: str, report: RunReport) -> None:
         folder = self.session_dir(session_id) / RUNS
         _atomic_write(
-            folder / f"{validate_session_id(report.id)}.json", json.dumps(report.to_dict(), ensure_ascii=False)
+            folder / f"{validate_session_id(report.id)}.json",
+            json.dumps(report.to_dict(), ensure_ascii=False),
         )
 
     async def list_reports(self, session_id: str) -> list[RunReport]:
