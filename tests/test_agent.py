@@ -31,6 +31,7 @@ def test_public_api_is_exported_and_listed() -> None:
         "loop",
         "sessions",
         "testing",
+        "cli",
     }
     assert public - modules - set(loopwright.__all__) == set()
 

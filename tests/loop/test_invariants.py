@@ -237,7 +237,11 @@ async def test_every_call_has_one_result_when_a_step_is_cancelled(tmp_path: Path
     assert results["fast"].content == "hi" and not results["fast"].synthetic
     assert results["slow"].synthetic and results["slow"].content == "not executed: run stopped"
     [saved] = await agent.reports("s")
-    assert saved.reason == "stopped"
+    assert saved.reason == "stopped" and saved.step_count == 1
+    fast, slow = saved.steps[0].tool_calls
+    assert (fast.call_id, fast.skipped, fast.error) == ("fast", False, None)
+    assert (slow.call_id, slow.skipped, slow.error) == ("slow", True, "not executed: run stopped")
+    assert saved.usage.requests == 1
     await _assert_lock_free(agent, locks, "s")
 
 

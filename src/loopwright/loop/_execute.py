@@ -38,11 +38,11 @@ async def execute(run: RunState) -> None:
             finish_reason=assistant.finish_reason or "stop",
             model=assistant.model,
         )
+        run.add_step(report)  # before the tools run: a run cut short mid-step still reports the step
         if calls:
             tools_started = time.perf_counter()
-            report.tool_calls = await run_tool_calls(run, step, calls)
+            await run_tool_calls(run, step, calls, report)
             report.tool_total_ms = (time.perf_counter() - tools_started) * 1000.0
-        run.add_step(report)
         if run.sink.active:
             await run.sink.emit(
                 StepEnded(
@@ -78,6 +78,7 @@ async def _model_step(run: RunState, step: int) -> tuple[StepAccumulator, float]
     request = ModelRequest(
         system=run.system,
         messages=run.messages,
+        stable_system=setup.stable_prompt,
         tools=setup.tool_defs,
         settings=setup.settings,
         run_id=run.run_id,

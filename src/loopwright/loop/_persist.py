@@ -7,6 +7,7 @@ import time
 
 from loopwright.loop._state import RunState
 from loopwright.messages import ToolResultMessage, Usage, now_iso
+from loopwright.report import ToolCallReport
 
 __all__ = ["persist"]
 
@@ -34,6 +35,17 @@ async def persist(run: RunState) -> None:
                 )
                 for c in run.open_calls.values()
             ]
+            if report.steps:
+                report.steps[-1].tool_calls.extend(
+                    ToolCallReport(
+                        call_id=c.id,
+                        tool_name=c.name,
+                        arguments_json=c.arguments,
+                        skipped=True,
+                        error=f"not executed: {why}",
+                    )
+                    for c in run.open_calls.values()
+                )
             run.open_calls.clear()
             await store.append(sid, synthetic)
             run.appended += len(synthetic)

@@ -16,7 +16,7 @@ from loopwright.events import ToolCallEnded, ToolCallStarted
 from loopwright.loop._eager import start_eagerly
 from loopwright.loop._state import RunState
 from loopwright.messages import ToolCall, ToolResultMessage, now_iso
-from loopwright.report import ToolCallReport, parse_arguments
+from loopwright.report import StepReport, ToolCallReport, parse_arguments
 from loopwright.tools._scope import ScopeError
 from loopwright.tools.base import ToolArgumentError, ToolContext
 
@@ -25,24 +25,29 @@ __all__ = ["cap_result", "format_result", "run_tool_calls"]
 _dumps = json.JSONEncoder(ensure_ascii=False, default=str).encode
 
 
-async def run_tool_calls(run: RunState, step: int, calls: Sequence[ToolCall]) -> list[ToolCallReport]:
-    """Run the step's calls (concurrently when allowed); every call gets exactly one result."""
+async def run_tool_calls(run: RunState, step: int, calls: Sequence[ToolCall], report: StepReport) -> None:
+    """Run the step's calls (concurrently when allowed); every call gets exactly one result, and its
+    report joins ``report.tool_calls`` as soon as it finishes."""
+    done = report.tool_calls
     if len(calls) == 1:
         call = calls[0]
         run.open_calls = {call.id: call}
-        return [await _run_one(run, step, call)]
+        done.append(await _run_one(run, step, call))
+        return
     run.open_calls = {c.id: c for c in calls}
     if not run.config.parallel_tool_calls:
-        return [await _run_one(run, step, c) for c in calls]
-    reports: list[ToolCallReport | None] = [None] * len(calls)
+        for c in calls:
+            done.append(await _run_one(run, step, c))
+        return
 
-    async def one(i: int, call: ToolCall) -> None:
-        reports[i] = await _run_one(run, step, call)
+    async def one(call: ToolCall) -> None:
+        done.append(await _run_one(run, step, call))
 
     async with asyncio.TaskGroup() as tg:
-        for i, call in enumerate(calls):
-            tg.create_task(one(i, call))
-    return [r for r in reports if r is not None]
+        for call in calls:
+            tg.create_task(one(call))
+    order = {c.id: i for i, c in enumerate(calls)}
+    done.sort(key=lambda r: order.get(r.call_id, 0))
 
 
 async def _run_one(run: RunState, step: int, call: ToolCall) -> ToolCallReport:

@@ -62,6 +62,9 @@ class ModelRequest:
 
     system: str
     messages: Sequence[Message]
+    stable_system: str = ""
+    """The part at the start of ``system`` that is identical across runs (identity, scope, tools):
+    providers with prompt caching put their cache breakpoint right after it."""
     tools: Sequence[ToolDefinition] = ()
     settings: ModelSettings = DEFAULT_SETTINGS
     run_id: str | None = None

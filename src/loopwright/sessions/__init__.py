@@ -1,6 +1,6 @@
 """Session storage: metadata, append-only transcripts and run reports."""
 
-from loopwright.sessions._codec import Entry, TranscriptRecord, decode_line, encode_entry
+from loopwright.sessions._codec import Entry, TranscriptRecord, decode_line, encode_entry, entry_to_dict
 from loopwright.sessions.base import (
     LoadedTranscript,
     SessionInfo,
@@ -21,6 +21,7 @@ __all__ = [
     "TranscriptRecord",
     "decode_line",
     "encode_entry",
+    "entry_to_dict",
     "new_session_id",
     "validate_session_id",
 ]

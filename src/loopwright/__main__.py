@@ -1,0 +1,5 @@
+"""``python -m loopwright``: the command line."""
+
+from loopwright.cli import main
+
+main()
