@@ -12,7 +12,7 @@ from typing import Any
 from loopwright.config import LoopConfig
 from loopwright.context.prompt import compose_system_prompt, stable_layers
 from loopwright.errors import ConfigError
-from loopwright.events import RunEnded, RunEvent
+from loopwright.events import RunEnded, RunEvent, RunStarted
 from loopwright.lanes.base import SessionLocks
 from loopwright.lanes.local import LocalSessionLocks
 from loopwright.loop._sink import EventSink, Listener, Listeners
@@ -148,10 +148,18 @@ class Agent:
         Leaving the loop early cancels the run (it ends with reason ``stopped``, its session consistent).
         """
         queue: asyncio.Queue[RunEvent] = asyncio.Queue()
-        run = self._new_run(message, session_id, deps, meta, EventSink(self._listeners, queue.put_nowait))
+
+        def forward(event: RunEvent) -> None:
+            if type(event) is not RunStarted:  # yielded below, before the run starts
+                queue.put_nowait(event)
+
+        run = self._new_run(message, session_id, deps, meta, EventSink(self._listeners, forward))
         self._active[run.run_id] = run
         task = asyncio.get_running_loop().create_task(run_loop(run))
         try:
+            # The consumer learns the run id before the run can do anything, even if it is
+            # interrupted before the run's first await.
+            yield RunStarted(run_id=run.run_id, session_id=run.session_id)
             while True:
                 getter = asyncio.ensure_future(queue.get())
                 done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
