@@ -32,6 +32,7 @@ def test_public_api_is_exported_and_listed() -> None:
         "sessions",
         "testing",
         "cli",
+        "limits",
     }
     assert public - modules - set(loopwright.__all__) == set()
 

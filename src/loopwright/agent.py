@@ -15,11 +15,13 @@ from loopwright.errors import ConfigError
 from loopwright.events import RunEnded, RunEvent, RunStarted
 from loopwright.lanes.base import SessionLocks
 from loopwright.lanes.local import LocalSessionLocks
+from loopwright.limits import RunLimits
 from loopwright.loop._sink import EventSink, Listener, Listeners
 from loopwright.loop._state import RunRequest, RunSetup, RunState
 from loopwright.loop.run import run_loop
-from loopwright.models._registry import resolve_model
+from loopwright.models._registry import resolve_chain
 from loopwright.models.base import Model, ModelSettings
+from loopwright.models.pricing import PriceTable
 from loopwright.report import RunReport
 from loopwright.sessions._codec import Entry
 from loopwright.sessions.base import SessionInfo, SessionStore
@@ -51,7 +53,7 @@ class Agent:
 
     def __init__(
         self,
-        model: Model | str | None = None,
+        model: Model | str | Sequence[Model | str] | None = None,
         *,
         system: str | None = None,
         tools: Sequence[Tool | Callable[..., Any]] | None = None,
@@ -63,6 +65,8 @@ class Agent:
         locks: SessionLocks | None = None,
         base_url: str | None = None,
         environ: Mapping[str, str] | None = None,
+        limits: RunLimits | None = None,
+        prices: PriceTable | Mapping[str, Any] | None = None,
     ) -> None:
         env = os.environ if environ is None else environ
         self.workspace = _as_workspace(workspace)
@@ -75,7 +79,16 @@ class Agent:
             self.config = LoopConfig.resolve(
                 overrides=config, environ=env, frontmatter=definition.loop if definition else None
             )
-        self.model = resolve_model(self._model_spec(model, definition, env), base_url=base_url)
+        self.models = resolve_chain(self._model_spec(model, definition, env), base_url=base_url)
+        self.model = self.models[0]
+        if prices is None:
+            self.prices = PriceTable.default()
+        elif isinstance(prices, PriceTable):
+            self.prices = prices
+        else:
+            self.prices = PriceTable.default().with_overrides(prices)
+        self.limits = limits
+        self._check_limits(limits)
         self.system = system if system is not None else (definition.system if definition else "")
         self.tools = self._collect_tools(tools or (), definition)
         self.settings = settings or ModelSettings(
@@ -91,7 +104,7 @@ class Agent:
         workspace_root = self.workspace.root if self.workspace else None
         self._setup = RunSetup(
             agent_name=self.name,
-            model=self.model,
+            models=self.models,
             tools=self.tools,
             tool_defs=tool_defs,
             config=self.config,
@@ -104,6 +117,8 @@ class Agent:
             workspace=workspace_root,
             memory_path=self.workspace.memory_md if self.workspace else None,
             settings=self.settings,
+            limits=limits,
+            prices=self.prices,
         )
 
     @classmethod
@@ -122,13 +137,14 @@ class Agent:
         session_id: str | None = None,
         deps: Any = None,
         meta: dict[str, Any] | None = None,
+        limits: RunLimits | None = None,
     ) -> RunReport:
         """Run the loop on ``message`` and return the report. No ``session_id`` starts a new session.
 
         Raises :class:`~loopwright.errors.InputError` for an empty or oversized message and
         :class:`~loopwright.errors.SessionBusyError` when the session stays busy; everything that goes
         wrong once the run is accepted is in the report (``reason``, ``error``)."""
-        run = self._new_run(message, session_id, deps, meta, EventSink(self._listeners))
+        run = self._new_run(message, session_id, deps, meta, EventSink(self._listeners), limits)
         self._active[run.run_id] = run
         try:
             return await run_loop(run)
@@ -142,6 +158,7 @@ class Agent:
         session_id: str | None = None,
         deps: Any = None,
         meta: dict[str, Any] | None = None,
+        limits: RunLimits | None = None,
     ) -> AsyncGenerator[RunEvent, None]:
         """Run the loop and yield its events as they happen; the last one is ``RunEnded`` with the report.
 
@@ -153,7 +170,7 @@ class Agent:
             if type(event) is not RunStarted:  # yielded below, before the run starts
                 queue.put_nowait(event)
 
-        run = self._new_run(message, session_id, deps, meta, EventSink(self._listeners, forward))
+        run = self._new_run(message, session_id, deps, meta, EventSink(self._listeners, forward), limits)
         self._active[run.run_id] = run
         task = asyncio.get_running_loop().create_task(run_loop(run))
         try:
@@ -207,6 +224,19 @@ class Agent:
         specification name (``"tool:end"``) or ``"*"``. Returns a function that unsubscribes."""
         return self._listeners.add(event, listener)
 
+    async def aclose(self) -> None:
+        """Close what the agent holds open (its models' HTTP connections)."""
+        for model in self.models:
+            close = getattr(model, "aclose", None)
+            if close is not None:
+                await close()
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
     # --- sessions ---------------------------------------------------------------------------------
 
     async def sessions(self) -> list[SessionInfo]:
@@ -221,9 +251,16 @@ class Agent:
     # --- construction helpers ---------------------------------------------------------------------
 
     def _new_run(
-        self, message: str, session_id: str | None, deps: Any, meta: dict[str, Any] | None, sink: EventSink
+        self,
+        message: str,
+        session_id: str | None,
+        deps: Any,
+        meta: dict[str, Any] | None,
+        sink: EventSink,
+        limits: RunLimits | None = None,
     ) -> RunState:
-        request = RunRequest(message=message, session_id=session_id, deps=deps, meta=meta)
+        self._check_limits(limits)
+        request = RunRequest(message=message, session_id=session_id, deps=deps, meta=meta, limits=limits)
         return RunState(setup=self._setup, request=request, sink=sink)
 
     def _definition(self) -> AgentDefinition | None:
@@ -233,16 +270,28 @@ class Agent:
 
     @staticmethod
     def _model_spec(
-        model: Model | str | None, definition: AgentDefinition | None, env: Mapping[str, str]
-    ) -> Model | str:
+        model: Model | str | Sequence[Model | str] | None,
+        definition: AgentDefinition | None,
+        env: Mapping[str, str],
+    ) -> Model | str | Sequence[Model | str]:
         if model is not None:
             return model
         if env.get("LOOPWRIGHT_MODEL"):
-            return env["LOOPWRIGHT_MODEL"]
+            return [m.strip() for m in env["LOOPWRIGHT_MODEL"].split(",") if m.strip()]
         if definition is not None and definition.model:
-            chain = definition.model
-            return chain if isinstance(chain, str) else chain[0]
+            return definition.model
         return DEFAULT_MODEL
+
+    def _check_limits(self, limits: RunLimits | None) -> None:
+        if (
+            limits is not None
+            and limits.cost_usd is not None
+            and self.prices.price_for(self.model.name) is None
+        ):
+            raise ConfigError(
+                f"a cost limit needs the price of model {self.model.name!r}, which the price table does not "
+                "know: add it with Agent(prices={'models': {...}})"
+            )
 
     def _collect_tools(
         self, given: Sequence[Tool | Callable[..., Any]], definition: AgentDefinition | None

@@ -50,6 +50,10 @@ class LoopConfig(BaseModel):
     # retry settings
     max_retries: int = Field(3, ge=0)
     retry_backoff: float = Field(1.0, ge=0)
+    max_retry_delay: float = Field(60.0, ge=0)
+    """No wait between retries is longer than this, whatever a provider's retry-after asks."""
+    model_timeout: float = Field(300.0, gt=0)
+    """Seconds one model call may take (streaming included); it is then retried or ends the run."""
     # input and output caps
     max_message_bytes: int = Field(DEFAULT_MAX_MESSAGE_BYTES, gt=0)
     max_tool_result_chars: int = Field(8_000, gt=0)
@@ -57,6 +61,8 @@ class LoopConfig(BaseModel):
     parallel_tool_calls: bool = True
     repeat_limit: int = Field(3, ge=2)
     """The same tool with the same arguments this many times in a row counts as a runaway loop."""
+    wind_down: bool = True
+    """At max_tool_iterations (and at a run limit), make one last call without tools for a final answer."""
 
     @classmethod
     def field_names(cls) -> frozenset[str]:

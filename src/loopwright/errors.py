@@ -4,7 +4,8 @@ Every exception derives from :class:`LoopwrightError`. The tree::
 
     LoopwrightError
     ├── ConfigError                  configuration or agent definition is invalid (before any side effect)
-    │   └── AgentDefinitionError     AGENT.md frontmatter failed validation (``.problems`` lists each field)
+    │   ├── AgentDefinitionError     AGENT.md frontmatter failed validation (``.problems`` lists each field)
+    │   └── PriceTableError          a price table (shipped or overridden) is invalid (in models.pricing)
     ├── InputError                   the message itself is unacceptable (before any side effect)
     │   ├── EmptyMessageError
     │   └── MessageTooLargeError

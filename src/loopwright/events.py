@@ -11,6 +11,8 @@ A run's events come in this order::
     ExecuteStarted (loop:execute)         │
       StepStarted                         │ per model call
         TextChunk / ThinkingChunk* (stream:delta for text)
+        ModelRetry, StepDiscarded, ModelFallback   when a model call fails and is retried
+        LimitReached                               before the last, tool-less call of a run
         ToolCallStarted (tool:start) … ToolCallEnded (tool:end)
       StepEnded                          ─┘
     RunFailed (loop:error)                 only when the run ended in an error
@@ -29,11 +31,15 @@ from loopwright.report import RunReport
 __all__ = [
     "ContextBuilt",
     "ExecuteStarted",
+    "LimitReached",
+    "ModelFallback",
+    "ModelRetry",
     "PersistStarted",
     "RunEnded",
     "RunEvent",
     "RunFailed",
     "RunStarted",
+    "StepDiscarded",
     "StepEnded",
     "StepStarted",
     "TextChunk",
@@ -166,6 +172,77 @@ class StepEnded:
 
 
 @dataclass(slots=True, kw_only=True)
+class ModelRetry:
+    """A model call failed with a retryable error and will be tried again after ``delay`` seconds."""
+
+    name: ClassVar[str] = "model:retry"
+    run_id: str
+    step: int
+    attempt: int
+    delay: float
+    model: str
+    error: str
+    status: int | None
+    type: Literal["retry"] = "retry"
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "attempt": self.attempt,
+            "delay": self.delay,
+            "model": self.model,
+            "error": self.error,
+            "status": self.status,
+        }
+
+
+@dataclass(slots=True, kw_only=True)
+class StepDiscarded:
+    """Text or thinking already streamed for ``step`` is void: the call failed and is being retried
+    (or handed to another model). Consumers should drop what they showed of this step."""
+
+    name: ClassVar[str] = "stream:discard"
+    run_id: str
+    step: int
+    reason: str
+    type: Literal["discard"] = "discard"
+
+    def payload(self) -> dict[str, Any]:
+        return {"step": self.step, "reason": self.reason}
+
+
+@dataclass(slots=True, kw_only=True)
+class ModelFallback:
+    """``failed`` could not answer; the step goes to the next model of the chain."""
+
+    name: ClassVar[str] = "model:fallback"
+    run_id: str
+    step: int
+    failed: str
+    next: str
+    error: str
+    type: Literal["fallback"] = "fallback"
+
+    def payload(self) -> dict[str, Any]:
+        return {"step": self.step, "from": self.failed, "to": self.next, "error": self.error}
+
+
+@dataclass(slots=True, kw_only=True)
+class LimitReached:
+    """A run limit (or max_tool_iterations) was reached; the loop winds down."""
+
+    name: ClassVar[str] = "loop:limit"
+    run_id: str
+    limit: str
+    value: float
+    maximum: float
+    type: Literal["limit"] = "limit"
+
+    def payload(self) -> dict[str, Any]:
+        return {"limit": self.limit, "value": self.value, "max": self.maximum}
+
+
+@dataclass(slots=True, kw_only=True)
 class RunFailed:
     name: ClassVar[str] = "loop:error"
     run_id: str
@@ -218,6 +295,10 @@ RunEvent = (
     | ToolCallStarted
     | ToolCallEnded
     | StepEnded
+    | ModelRetry
+    | StepDiscarded
+    | ModelFallback
+    | LimitReached
     | RunFailed
     | PersistStarted
     | RunEnded

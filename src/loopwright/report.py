@@ -80,6 +80,8 @@ class StepReport:
     usage: Usage = Usage()
     finish_reason: str = ""
     model: str | None = None
+    cost_usd: float | None = None
+    """What the call cost, from the price table; ``None`` when the model's price is unknown."""
     tool_calls: list[ToolCallReport] = field(default_factory=list)
     tool_total_ms: float = 0.0
 
@@ -91,6 +93,7 @@ class StepReport:
             "usage": self.usage.to_dict(),
             "finishReason": self.finish_reason,
             "model": self.model,
+            "costUsd": self.cost_usd,
             "toolCalls": [t.to_dict() for t in self.tool_calls],
             "toolTotalMs": self.tool_total_ms,
         }
@@ -104,6 +107,7 @@ class StepReport:
             usage=Usage.from_dict(d.get("usage", {})),
             finish_reason=d.get("finishReason", ""),
             model=d.get("model"),
+            cost_usd=d.get("costUsd"),
             tool_calls=[ToolCallReport.from_dict(t) for t in d.get("toolCalls", [])],
             tool_total_ms=d.get("toolTotalMs", 0.0),
         )
@@ -124,10 +128,24 @@ class RunReport:
     error: str | None = None
     error_type: str | None = None
     steps: list[StepReport] = field(default_factory=list)
+    retries: int = 0
+    """Model calls that failed and were tried again."""
+    limit: str | None = None
+    """The limit that ended the run (``reason == "limit"``), e.g. ``"total_tokens 51000 of 50000"``."""
 
     @property
     def total_usage(self) -> Usage:
         return Usage.total(s.usage for s in self.steps)
+
+    @property
+    def total_cost_usd(self) -> float | None:
+        """The run's cost in USD; ``None`` ("unknown") if any call's model has no known price."""
+        total = 0.0
+        for step in self.steps:
+            if step.cost_usd is None:
+                return None
+            total += step.cost_usd
+        return total
 
     @property
     def total_llm_time_ms(self) -> float:
@@ -183,6 +201,9 @@ class RunReport:
             "stepCount": self.step_count,
             "toolCallCount": self.tool_call_count,
             "totalUsage": self.total_usage.to_dict(),
+            "totalCostUsd": self.total_cost_usd,
+            "retries": self.retries,
+            "limit": self.limit,
             "totalLlmTimeMs": self.total_llm_time_ms,
             "totalToolTimeMs": self.total_tool_time_ms,
         }
@@ -201,4 +222,6 @@ class RunReport:
             error=d.get("error"),
             error_type=d.get("errorType"),
             steps=[StepReport.from_dict(s) for s in d.get("steps", [])],
+            retries=d.get("retries", 0),
+            limit=d.get("limit"),
         )

@@ -105,7 +105,7 @@ def test_json_keeps_text_intact_but_escaped(tmp_path: Path) -> None:
 def test_max_tool_iterations_flag_wins(workspace: Path) -> None:
     result = invoke(["run", "-w", str(workspace), "--max-tool-iterations", "2", "hi"])
     assert result.exit_code == 0, result.output
-    assert " · max_steps · 2 steps · 2 tool calls · " in result.stdout
+    assert " · max_steps · 3 steps · 2 tool calls · " in result.stdout  # 2 tool steps, then a final answer
 
 
 def test_timeout_is_a_failed_run(workspace: Path) -> None:

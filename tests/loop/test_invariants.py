@@ -17,7 +17,7 @@ from tests.helpers import assert_paired, read_jsonl, record_events
 from loopwright import Agent, ModelError, SessionBusyError, ToolCall, tool
 from loopwright.lanes import LocalSessionLocks
 from loopwright.messages import AssistantMessage, ToolResultMessage
-from loopwright.testing import FunctionModel, ScriptedModel, TestModel
+from loopwright.testing import AgentInfo, FunctionModel, ScriptedModel, TestModel
 
 SPEC_SUCCESS = ["loop:start", "loop:context", "loop:execute", "loop:persist", "loop:end"]
 
@@ -420,6 +420,28 @@ async def test_file_tools_cannot_leave_the_workspace(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("limit", [1, 3])
 async def test_max_tool_iterations_is_respected(tmp_path: Path, limit: int) -> None:
+    tools_offered: list[int] = []
+
+    def always_call(messages: list[object], info: AgentInfo) -> list[ToolCall]:
+        tools_offered.append(len(info.tools))
+        n = len(tools_offered)
+        return [ToolCall(id=f"c{n}", name="echo", arguments=f'{{"text": "step {n}"}}')]
+
+    agent = Agent(
+        FunctionModel(always_call), tools=[echo], workspace=tmp_path, config={"max_tool_iterations": limit}
+    )
+    report = await agent.run("loop forever", session_id="s")
+    assert report.reason == "max_steps"
+    # `limit` tool steps, then one wind-down call offered no tools; its stubborn call is not run
+    assert tools_offered == [1] * limit + [0]
+    assert report.step_count == limit + 1
+    executed = [c for s in report.steps for c in s.tool_calls if not c.skipped]
+    assert len(executed) == limit
+    assert report.steps[-1].tool_calls[0].error == "not executed: the run reached its limit"
+    assert_paired(await agent.transcript("s"))  # type: ignore[arg-type]
+
+
+async def test_max_tool_iterations_without_wind_down(tmp_path: Path) -> None:
     counter = 0
 
     def always_call(messages: list[object], info: object) -> list[ToolCall]:
@@ -427,13 +449,22 @@ async def test_max_tool_iterations_is_respected(tmp_path: Path, limit: int) -> N
         counter += 1
         return [ToolCall(id=f"c{counter}", name="echo", arguments=f'{{"text": "step {counter}"}}')]
 
-    agent = Agent(
-        FunctionModel(always_call), tools=[echo], workspace=tmp_path, config={"max_tool_iterations": limit}
-    )
-    report = await agent.run("loop forever", session_id="s")
-    assert report.reason == "max_steps"
-    assert counter == limit and report.step_count == limit
-    assert_paired(await agent.transcript("s"))  # type: ignore[arg-type]
+    config = {"max_tool_iterations": 2, "wind_down": False}
+    report = await Agent(FunctionModel(always_call), tools=[echo], config=config).run("go")
+    assert (report.reason, counter, report.step_count) == ("max_steps", 2, 2)
+
+
+async def test_wind_down_asks_for_a_final_answer(tmp_path: Path) -> None:
+    from loopwright.models.base import ModelResponse
+
+    def model(messages: list[object], info: AgentInfo) -> ModelResponse | list[ToolCall]:
+        if not info.tools:
+            assert "This run has reached its limit (2 tool steps)" in info.system
+            return ModelResponse(content="Best answer with what I have.")
+        return [ToolCall(id=f"c{len(messages)}", name="echo", arguments=f'{{"text": "{len(messages)}"}}')]
+
+    report = await Agent(FunctionModel(model), tools=[echo], config={"max_tool_iterations": 2}).run("go")
+    assert (report.reason, report.final_text) == ("max_steps", "Best answer with what I have.")
 
 
 async def test_partial_answer_is_kept_at_max_steps(tmp_path: Path) -> None:
@@ -442,8 +473,8 @@ async def test_partial_answer_is_kept_at_max_steps(tmp_path: Path) -> None:
     step = ModelResponse(
         content="working on it", tool_calls=(ToolCall(id="c", name="echo", arguments='{"text":"x"}'),)
     )
-    agent = Agent(ScriptedModel([step]), tools=[echo], config={"max_tool_iterations": 1})
-    report = await agent.run("go")
+    config = {"max_tool_iterations": 1, "wind_down": False}
+    report = await Agent(ScriptedModel([step]), tools=[echo], config=config).run("go")
     assert (report.reason, report.final_text) == ("max_steps", "working on it")
 
 

@@ -96,7 +96,7 @@ def test_openai_compatible_without_base_url() -> None:
 @pytest.mark.parametrize(
     ("spec", "problem"),
     [
-        ("anthropic:claude-sonnet-4", "unknown model 'anthropic:claude-sonnet-4'"),
+        ("mistral:large", "unknown model 'mistral:large'"),
         ("gpt-4o", "unknown model 'gpt-4o'"),
         ("", "unknown model ''"),
         ("openai:", "names no model after 'openai:'"),
@@ -114,7 +114,22 @@ def test_bad_specs_list_the_known_forms(spec: str, problem: str) -> None:
 
 
 def test_known_forms() -> None:
-    assert KNOWN_FORMS == ("test", "openai:MODEL", "openai-compatible:MODEL")
+    assert KNOWN_FORMS == (
+        "test",
+        "openai:MODEL",
+        "openai-compatible:MODEL",
+        "openai-responses:MODEL",
+        "anthropic:MODEL",
+        "ollama:MODEL",
+    )
+
+
+def test_ollama_shortcut_points_at_the_local_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    model = resolve_model("ollama:llama3.1")
+    assert model.name == "ollama:llama3.1"
+    assert str(model.client.base_url) == "http://127.0.0.1:11434/v1/"  # type: ignore[attr-defined]
+    monkeypatch.setenv("OLLAMA_HOST", "gpu-box:8080")
+    assert str(resolve_model("ollama:qwen").client.base_url) == "http://gpu-box:8080/v1/"  # type: ignore[attr-defined]
 
 
 def test_not_a_spec_nor_a_model() -> None:

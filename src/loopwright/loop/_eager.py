@@ -8,17 +8,19 @@ place lets the loop skip the timeout timer for those — arming and cancelling o
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Generator
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Coroutine, Generator
+from typing import Any, TypeVar, cast
 
 __all__ = ["start_eagerly"]
 
 T = TypeVar("T")
 
 
-def start_eagerly(coro: Coroutine[Any, Any, T]) -> tuple[bool, T | None, _Resume[T]]:
-    """Step ``coro`` once. Returns ``(True, result, _)`` if it finished, else ``(False, None, rest)``
-    where ``await rest`` continues it. Exceptions it raised on the first step propagate."""
+def start_eagerly(awaitable: Awaitable[T]) -> tuple[bool, T | None, _Resume[T]]:
+    """Step a coroutine (or an async generator's ``__anext__()``) once. Returns ``(True, result, _)``
+    if it finished, else ``(False, None, rest)`` where ``await rest`` continues it. Exceptions raised
+    on the first step propagate (``StopAsyncIteration`` for an exhausted generator)."""
+    coro = cast(Coroutine[Any, Any, T], awaitable)
     try:
         first = coro.send(None)
     except StopIteration as stop:

@@ -1,106 +1,144 @@
-"""EXECUTE: call the model, stream its deltas, run the tools it asks for, repeat until it answers."""
+"""EXECUTE: call the model, stream its deltas, run the tools it asks for, repeat until it answers.
+
+The run ends with a final answer, at ``max_tool_iterations`` (reason ``max_steps``), at a run limit
+(reason ``limit``), on a stop request, or when the model repeats itself (``loop_detected``). Before
+ending at a limit or at ``max_tool_iterations`` the loop *winds down*: one last call without tools
+asks the model for its best final answer (``wind_down``, on by default).
+"""
 
 from __future__ import annotations
 
 import time
 
-from loopwright.events import StepEnded, StepStarted, TextChunk, ThinkingChunk
+from loopwright.events import LimitReached, StepEnded
+from loopwright.loop._limits import WIND_DOWN_NOTE, LimitHit, check_limits
+from loopwright.loop._model_call import call_model
 from loopwright.loop._state import RunState
 from loopwright.loop._tools import run_tool_calls
-from loopwright.messages import AssistantMessage, now_iso
-from loopwright.models._accumulate import StepAccumulator
-from loopwright.models.base import ModelRequest, TextDelta, ThinkingDelta
-from loopwright.report import StepReport
+from loopwright.messages import AssistantMessage, ToolCall, ToolResultMessage, now_iso
+from loopwright.report import StepReport, ToolCallReport
 
 __all__ = ["execute", "keep_partial"]
 
 
 async def execute(run: RunState) -> None:
-    """Run model steps until a final answer, the step limit, a stop request or a runaway loop."""
+    """Run model steps until the run ends; set ``run.report.reason`` and ``final_text``."""
+    report = run.report
+    limits = run.request.limits or run.setup.limits
     max_steps = run.config.max_tool_iterations
     step = 0
+    ending: str | None = None  # set when the next call is the last, tool-less one
     while True:
         if run.stop_requested:
-            run.report.reason = "stopped"
-            run.report.final_text = _last_text(run)
+            report.reason = "stopped"
+            report.final_text = _last_text(run)
             return
-        acc, latency_ms = await _model_step(run, step)
-        assistant = acc.message(model=run.setup.model.name, run_id=run.run_id, timestamp=now_iso())
-        await run.setup.store.append(run.session_id, [assistant])
-        run.appended += 1
-        run.messages.append(assistant)
+        if ending is None and limits is not None:
+            hit = check_limits(run, limits)
+            if hit is not None:
+                await _limit_reached(run, hit)
+                if hit.over or not run.config.wind_down:
+                    report.reason, report.limit = "limit", hit.describe()
+                    report.final_text = _last_text(run)
+                    return
+                ending, report.limit = "limit", hit.describe()
+        assistant = await _step(run, step, final=ending is not None)
         calls = assistant.tool_calls
-        report = StepReport(
-            index=step,
-            type="initial" if step == 0 else "tool_followup",
-            llm_latency_ms=latency_ms,
-            usage=acc.usage,
-            finish_reason=assistant.finish_reason or "stop",
-            model=assistant.model,
-        )
-        run.add_step(report)  # before the tools run: a run cut short mid-step still reports the step
-        if calls:
-            tools_started = time.perf_counter()
-            await run_tool_calls(run, step, calls, report)
-            report.tool_total_ms = (time.perf_counter() - tools_started) * 1000.0
-        if run.sink.active:
-            await run.sink.emit(
-                StepEnded(
-                    run_id=run.run_id,
-                    step=step,
-                    usage=acc.usage,
-                    latency_ms=latency_ms + report.tool_total_ms,
-                    finish_reason=report.finish_reason,
-                )
-            )
+        if ending is not None:
+            if calls:  # a model that calls tools anyway: its calls get results, and the run ends
+                await _refuse_calls(run, calls, "not executed: the run reached its limit")
+            report.reason = "limit" if ending == "limit" else "max_steps"
+            report.final_text = assistant.content or _last_text(run)
+            return
         if not calls:
-            run.report.reason = "done"
-            run.report.final_text = assistant.content
+            report.reason = "done"
+            report.final_text = assistant.content
             return
         if run.repeat_offences >= 2:
-            run.report.reason = "loop_detected"
-            run.report.final_text = _last_text(run)
-            run.report.error = "stopped a runaway loop: the model kept repeating the same tool call"
-            run.report.error_type = "LoopDetected"
+            report.reason = "loop_detected"
+            report.final_text = _last_text(run)
+            report.error = "stopped a runaway loop: the model kept repeating the same tool call"
+            report.error_type = "LoopDetected"
             return
         step += 1
         if step >= max_steps:
-            run.report.reason = "max_steps"
-            run.report.final_text = _last_text(run)
-            return
+            if not run.config.wind_down:
+                report.reason = "max_steps"
+                report.final_text = _last_text(run)
+                return
+            await _limit_reached(run, LimitHit("max_tool_iterations", step, max_steps, over=False))
+            ending = "max_steps"
 
 
-async def _model_step(run: RunState, step: int) -> tuple[StepAccumulator, float]:
+async def _step(run: RunState, step: int, *, final: bool) -> AssistantMessage:
+    """One model call and its tool calls; returns the assistant message it recorded."""
     setup = run.setup
-    sink = run.sink
-    if sink.active:
-        await sink.emit(StepStarted(run_id=run.run_id, step=step))
-    request = ModelRequest(
-        system=run.system,
-        messages=run.messages,
-        stable_system=setup.stable_prompt,
-        tools=setup.tool_defs,
-        settings=setup.settings,
-        run_id=run.run_id,
-        session_id=run.session_id,
+    tools = () if final else setup.tool_defs
+    note = None
+    if final:
+        why = run.report.limit or f"{run.config.max_tool_iterations} tool steps"
+        note = WIND_DOWN_NOTE.format(why=why)
+    acc, latency_ms, model = await call_model(run, step, tools=tools, note=note)
+    assistant = acc.message(model=model.name, run_id=run.run_id, timestamp=now_iso())
+    await setup.store.append(run.session_id, [assistant])
+    run.appended += 1
+    run.messages.append(assistant)
+    price = setup.price_for(model.name)
+    report = StepReport(
+        index=step,
+        type="initial" if step == 0 else "tool_followup",
+        llm_latency_ms=latency_ms,
+        usage=acc.usage,
+        finish_reason=assistant.finish_reason or "stop",
+        model=assistant.model,
+        cost_usd=None if price is None else price.cost(acc.usage),
     )
-    acc = run.current = StepAccumulator()
-    started = run.current_started = time.perf_counter()
-    if sink.active:
-        run_id = run.run_id
-        async for event in setup.model.stream(request):
-            acc.add(event)
-            if type(event) is TextDelta:
-                if event.text:
-                    await sink.emit(TextChunk(run_id=run_id, text=event.text))
-            elif type(event) is ThinkingDelta and event.text:
-                await sink.emit(ThinkingChunk(run_id=run_id, text=event.text))
-    else:
-        async for event in setup.model.stream(request):
-            acc.add(event)
-    latency_ms = (time.perf_counter() - started) * 1000.0
-    run.current = None
-    return acc, latency_ms
+    run.add_step(report)  # before the tools run: a run cut short mid-step still reports the step
+    calls = assistant.tool_calls
+    if calls and not final:
+        tools_started = time.perf_counter()
+        await run_tool_calls(run, step, calls, report)
+        report.tool_total_ms = (time.perf_counter() - tools_started) * 1000.0
+    if run.sink.active:
+        await run.sink.emit(
+            StepEnded(
+                run_id=run.run_id,
+                step=step,
+                usage=acc.usage,
+                latency_ms=latency_ms + report.tool_total_ms,
+                finish_reason=report.finish_reason,
+            )
+        )
+    return assistant
+
+
+async def _limit_reached(run: RunState, hit: LimitHit) -> None:
+    if run.sink.active:
+        await run.sink.emit(
+            LimitReached(run_id=run.run_id, limit=hit.limit, value=hit.value, maximum=hit.maximum)
+        )
+
+
+async def _refuse_calls(run: RunState, calls: tuple[ToolCall, ...], why: str) -> None:
+    results = [
+        ToolResultMessage(
+            tool_call_id=c.id,
+            name=c.name,
+            content=why,
+            is_error=True,
+            synthetic=True,
+            run_id=run.run_id,
+            timestamp=now_iso(),
+        )
+        for c in calls
+    ]
+    await run.setup.store.append(run.session_id, results)
+    run.appended += len(results)
+    run.messages.extend(results)
+    run.report.steps[-1].tool_calls.extend(
+        ToolCallReport(call_id=c.id, tool_name=c.name, arguments_json=c.arguments, skipped=True, error=why)
+        for c in calls
+    )
 
 
 async def keep_partial(run: RunState, why: str) -> None:
@@ -109,6 +147,8 @@ async def keep_partial(run: RunState, why: str) -> None:
     acc, run.current = run.current, None
     if acc is None:
         return
+    model = acc.model or run.setup.model.name
+    price = run.setup.price_for(run.setup.model.name)
     run.add_step(
         StepReport(
             index=len(run.report.steps),
@@ -116,14 +156,15 @@ async def keep_partial(run: RunState, why: str) -> None:
             llm_latency_ms=(time.perf_counter() - run.current_started) * 1000.0,
             usage=acc.usage,
             finish_reason=why,
-            model=acc.model or run.setup.model.name,
+            model=model,
+            cost_usd=None if price is None else price.cost(acc.usage),
         )
     )
     if not acc.text:
         return
     partial = AssistantMessage(
         content=acc.text,
-        model=acc.model or run.setup.model.name,
+        model=model,
         usage=acc.usage,
         finish_reason=why,
         run_id=run.run_id,

@@ -11,10 +11,12 @@ from typing import Any
 
 from loopwright.config import LoopConfig
 from loopwright.lanes.base import LockLease, SessionLocks
+from loopwright.limits import RunLimits
 from loopwright.loop._sink import EventSink
 from loopwright.messages import Message, ToolCall
 from loopwright.models._accumulate import StepAccumulator
 from loopwright.models.base import Model, ModelSettings, ToolDefinition
+from loopwright.models.pricing import Price, PriceTable
 from loopwright.report import RunReport, StepReport
 from loopwright.sessions.base import SessionInfo, SessionStore, new_session_id
 from loopwright.tools.base import Tool
@@ -27,7 +29,8 @@ class RunSetup:
     """Everything about the agent a run needs; built once by :class:`~loopwright.Agent`."""
 
     agent_name: str
-    model: Model
+    models: tuple[Model, ...]
+    """The model, then its fallbacks, in order."""
     tools: Mapping[str, Tool]
     tool_defs: tuple[ToolDefinition, ...]
     config: LoopConfig
@@ -39,6 +42,21 @@ class RunSetup:
     workspace: Path | None = None
     memory_path: Path | None = None
     settings: ModelSettings = ModelSettings()
+    limits: RunLimits | None = None
+    prices: PriceTable = field(default_factory=PriceTable.default)
+    _prices_seen: dict[str, Price | None] = field(default_factory=dict)
+
+    @property
+    def model(self) -> Model:
+        return self.models[0]
+
+    def price_for(self, model_name: str) -> Price | None:
+        """The model's price (looked up once per model name)."""
+        try:
+            return self._prices_seen[model_name]
+        except KeyError:
+            price = self._prices_seen[model_name] = self.prices.price_for(model_name)
+            return price
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,6 +65,8 @@ class RunRequest:
     session_id: str | None = None
     deps: Any = None
     meta: dict[str, Any] | None = None
+    limits: RunLimits | None = None
+    """Overrides the agent's limits for this run."""
 
 
 @dataclass(slots=True, kw_only=True)

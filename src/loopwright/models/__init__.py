@@ -7,7 +7,7 @@
 from typing import TYPE_CHECKING, Any
 
 from loopwright.models._accumulate import StepAccumulator, complete_from_stream
-from loopwright.models._registry import KNOWN_FORMS, resolve_model
+from loopwright.models._registry import KNOWN_FORMS, resolve_chain, resolve_model
 from loopwright.models.base import (
     FinishReason,
     Model,
@@ -23,6 +23,7 @@ from loopwright.models.base import (
     ToolDefinition,
     UsageUpdate,
 )
+from loopwright.models.pricing import Price, PriceTable, PriceTableError
 
 if TYPE_CHECKING:
     from loopwright.models.openai import OpenAIModel, ProviderHTTPError
@@ -47,6 +48,9 @@ __all__ = [
     "ModelResponse",
     "ModelSettings",
     "OpenAIModel",
+    "Price",
+    "PriceTable",
+    "PriceTableError",
     "ProviderHTTPError",
     "StepAccumulator",
     "StreamFinish",
@@ -57,5 +61,6 @@ __all__ = [
     "ToolDefinition",
     "UsageUpdate",
     "complete_from_stream",
+    "resolve_chain",
     "resolve_model",
 ]

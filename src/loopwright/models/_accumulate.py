@@ -87,6 +87,11 @@ class StepAccumulator:
             parts[2] += event.redacted
 
     @property
+    def streamed(self) -> bool:
+        """Whether any text or thinking has arrived (what a consumer may already have shown)."""
+        return bool(self._text) or bool(self._thinking)
+
+    @property
     def text(self) -> str:
         text = self._text
         return text[0] if len(text) == 1 else "".join(text)

@@ -9,6 +9,7 @@ from loopwright.testing._models import (
     example_for_schema,
     response_events,
 )
+from loopwright.testing._replay import ReplayMismatch, ReplayModel
 from loopwright.testing._server import (
     ReplayRequest,
     ReplayResponse,
@@ -23,6 +24,8 @@ from loopwright.testing._server import (
 __all__ = [
     "AgentInfo",
     "FunctionModel",
+    "ReplayMismatch",
+    "ReplayModel",
     "ReplayRequest",
     "ReplayResponse",
     "ReplayServer",

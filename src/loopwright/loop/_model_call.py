@@ -1,0 +1,165 @@
+"""One model step: stream the call, retry what may succeed on a second try, fall back along the chain.
+
+Retries are the loop's (every provider SDK's own retries are off): a retryable
+:class:`~loopwright.errors.ModelError` is tried again after ``retry_backoff * 2**attempt`` seconds, or
+the provider's ``retry-after`` when it gave one (never more than ``max_retry_delay``), at most
+``max_retries`` times, each visible as a ``ModelRetry`` event. If text of the failed attempt was
+already streamed, a ``StepDiscarded`` event tells consumers to drop it first. A step is retried only
+while it is streaming, so never after one of its tools has run. When a model fails for good, the next
+model of the agent's chain gets the step (``ModelFallback``); when the last one fails, the error ends
+the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Sequence
+
+from loopwright.errors import ModelError
+from loopwright.events import ModelFallback, ModelRetry, StepDiscarded, StepStarted, TextChunk, ThinkingChunk
+from loopwright.loop._eager import start_eagerly
+from loopwright.loop._state import RunState
+from loopwright.models._accumulate import StepAccumulator
+from loopwright.models.base import Model, ModelEvent, ModelRequest, TextDelta, ThinkingDelta, ToolDefinition
+
+__all__ = ["call_model"]
+
+
+async def call_model(
+    run: RunState, step: int, *, tools: Sequence[ToolDefinition], note: str | None = None
+) -> tuple[StepAccumulator, float, Model]:
+    """Return the step's accumulated answer, the latency of the call that produced it, and its model.
+
+    ``note`` is appended to the system prompt for this call only (the wind-down instruction)."""
+    setup, cfg, sink = run.setup, run.setup.config, run.sink
+    if sink.active:
+        await sink.emit(StepStarted(run_id=run.run_id, step=step))
+    system = run.system if note is None else f"{run.system}\n\n{note}"
+    models = setup.models
+    for position, model in enumerate(models):
+        attempt = 0
+        while True:
+            request = ModelRequest(
+                system=system,
+                messages=run.messages,
+                stable_system=setup.stable_prompt,
+                tools=tools,
+                settings=setup.settings,
+                run_id=run.run_id,
+                session_id=run.session_id,
+            )
+            acc = run.current = StepAccumulator()
+            started = run.current_started = time.perf_counter()
+            try:
+                await _drain(run, model.stream(request), acc, started + cfg.model_timeout, model)
+                run.current = None
+                return acc, (time.perf_counter() - started) * 1000.0, model
+            except ModelError as exc:
+                error = exc
+            if acc.streamed and sink.active:
+                await sink.emit(StepDiscarded(run_id=run.run_id, step=step, reason=str(error)))
+            if error.retryable and attempt < cfg.max_retries:
+                delay = error.retry_after if error.retry_after is not None else cfg.retry_backoff * 2**attempt
+                delay = max(0.0, min(delay, cfg.max_retry_delay))
+                attempt += 1
+                run.report.retries += 1
+                if sink.active:
+                    await sink.emit(
+                        ModelRetry(
+                            run_id=run.run_id,
+                            step=step,
+                            attempt=attempt,
+                            delay=delay,
+                            model=model.name,
+                            error=str(error),
+                            status=error.status,
+                        )
+                    )
+                await asyncio.sleep(delay)
+                continue
+            if position + 1 == len(models):
+                raise error
+            if sink.active:
+                await sink.emit(
+                    ModelFallback(
+                        run_id=run.run_id,
+                        step=step,
+                        failed=model.name,
+                        next=models[position + 1].name,
+                        error=str(error),
+                    )
+                )
+            break
+    raise AssertionError("unreachable: an agent always has at least one model")  # pragma: no cover
+
+
+async def _drain(
+    run: RunState, stream: AsyncIterator[ModelEvent], acc: StepAccumulator, deadline: float, model: Model
+) -> None:
+    """Feed ``stream`` into ``acc`` (and text to the sink) until it ends or ``deadline`` passes.
+
+    A model that answers without ever waiting (test models, cached answers) is read in place with no
+    timer; the deadline is armed at the stream's first real wait, once for the rest of the stream."""
+    sink = run.sink
+    active = sink.active
+    add = acc.add
+    try:
+        while True:
+            try:
+                done, event, pending = start_eagerly(stream.__anext__())
+            except StopAsyncIteration:
+                return
+            if not done:
+                await _drain_waiting(run, stream, acc, deadline, model, pending)
+                return
+            assert event is not None
+            add(event)
+            if active:
+                await _forward(run, event)
+    finally:
+        await _close(stream)
+
+
+async def _drain_waiting(
+    run: RunState,
+    stream: AsyncIterator[ModelEvent],
+    acc: StepAccumulator,
+    deadline: float,
+    model: Model,
+    pending: object,
+) -> None:
+    loop_deadline = asyncio.get_running_loop().time() + (deadline - time.perf_counter())
+    add, active = acc.add, run.sink.active
+    try:
+        async with asyncio.timeout_at(loop_deadline):
+            event: ModelEvent = await pending  # type: ignore[misc]
+            add(event)
+            if active:
+                await _forward(run, event)
+            async for event in stream:
+                add(event)
+                if active:
+                    await _forward(run, event)
+    except TimeoutError:
+        timeout = run.setup.config.model_timeout
+        raise ModelError(
+            f"no complete answer within {timeout:g} s",
+            provider=model.name.split(":")[0],
+            model=model.name,
+            retryable=True,
+        ) from None
+
+
+async def _forward(run: RunState, event: ModelEvent) -> None:
+    if type(event) is TextDelta:
+        if event.text:
+            await run.sink.emit(TextChunk(run_id=run.run_id, text=event.text))
+    elif type(event) is ThinkingDelta and event.text:
+        await run.sink.emit(ThinkingChunk(run_id=run.run_id, text=event.text))
+
+
+async def _close(stream: AsyncIterator[ModelEvent]) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()
