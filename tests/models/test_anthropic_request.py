@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import ssl
 from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -39,8 +40,14 @@ async def sent_body(make_model: AnthropicFactory, request: ModelRequest, **optio
     with ReplayServer([ReplayResponse.sse(OK)]) as server:
         model = make_model(server, **options)
         assert (await complete_from_stream(model.stream(request))).content == "ok"
-    assert (server.requests[0].method, server.requests[0].path) == ("POST", "/v1/messages")
-    body: dict[str, Any] = server.requests[0].json
+    sent = server.requests[0]
+    assert (sent.method, sent.path, sent.headers["content-type"]) == (
+        "POST",
+        "/v1/messages",
+        "application/json",
+    )
+    assert sent.headers["anthropic-version"]
+    body: dict[str, Any] = sent.json
     return body
 
 
@@ -179,6 +186,18 @@ async def test_complete_sends_a_non_streaming_request(make_model: AnthropicFacto
         1,
         4,
     )
+
+
+async def test_extra_settings_the_json_encoder_refuses_go_through_the_sdk(
+    make_model: AnthropicFactory,
+) -> None:
+    when = datetime(2026, 11, 22, 10, 15, tzinfo=UTC)
+    request = ModelRequest(
+        system="",
+        messages=[UserMessage(content="Hi")],
+        settings=ModelSettings(extra={"metadata": {"at": when}}),
+    )
+    assert (await sent_body(make_model, request))["metadata"] == {"at": "2026-11-22T10:15:00+00:00"}
 
 
 # --- prompt caching ------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import anthropic
 import httpx2
@@ -102,13 +102,17 @@ def _count(usage: Mapping[str, Any], key: str) -> int | None:
     return value if type(value) is int else None
 
 
+_BlockKind = Literal["text", "thinking", "tool", "other"]
+"""``other``: server tools and their results, and block types this version does not know."""
+
+
 class _Block:
-    """One open content block: what kind, and its tool index or thinking ordinal."""
+    """One content block of the response: its kind, and its tool index or thinking ordinal."""
 
     __slots__ = ("args", "input", "kind", "number")
 
-    def __init__(self, kind: str, number: int = 0, input: Any = None) -> None:
-        self.kind = kind  # "text" | "thinking" | "tool" | "other"
+    def __init__(self, kind: _BlockKind, number: int = 0, input: Any = None) -> None:
+        self.kind = kind
         self.number = number
         self.input = input
         self.args = False

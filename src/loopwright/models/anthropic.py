@@ -1,10 +1,10 @@
 """Anthropic Messages API provider (``/v1/messages``), on the official ``anthropic`` SDK.
 
-As for OpenAI, the request body is built here as plain dicts and sent through the client's low-level
-``post()``: the SDK still does auth, the ``anthropic-version`` header, HTTP errors, timeouts and SSE
-framing, but its per-request parameter transform (which walks the whole history with typing
-introspection) is skipped, and stream events are read as plain JSON rather than pydantic models
-(:mod:`loopwright.models._anthropic_stream`).
+As for OpenAI, the request body is built here as plain dicts and sent, already encoded as JSON, through
+the client's low-level ``post()``: the SDK still does auth, the ``anthropic-version`` header, HTTP
+errors, timeouts and SSE framing, but its per-request parameter transform (which walks the whole
+history with typing introspection) and its copy of the body are skipped, and stream events are read as
+plain JSON rather than pydantic models (:mod:`loopwright.models._anthropic_stream`).
 
 Prompt caching: with ``cache=True`` the stable prefix of the system prompt
 (:attr:`~loopwright.models.ModelRequest.stable_system`) and the last tool definition carry a
@@ -118,10 +118,10 @@ class AnthropicModel:
         return body
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        body = self.request_body(request, stream=True)
+        body, content = _encoded(self.request_body(request, stream=True))
         try:
             response = await self.client.post(
-                self._path, body=body, cast_to=object, stream=True, stream_cls=SSEStream
+                self._path, body=body, content=content, cast_to=object, stream=True, stream_cls=SSEStream
             )
         except anthropic.AnthropicError as exc:
             raise self._error(exc) from exc
@@ -153,9 +153,9 @@ class AnthropicModel:
             yield model_event
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        body = self.request_body(request, stream=False)
+        body, content = _encoded(self.request_body(request, stream=False))
         try:
-            data = await self.client.post(self._path, body=body, cast_to=object)
+            data = await self.client.post(self._path, body=body, content=content, cast_to=object)
         except anthropic.AnthropicError as exc:
             raise self._error(exc) from exc
         except ValueError:  # a JSON content type with a body that is not JSON
@@ -311,6 +311,18 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
 
 
 # --- request -------------------------------------------------------------------------------------
+
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def _encoded(body: dict[str, Any]) -> tuple[dict[str, Any] | None, bytes | None]:
+    """The body as JSON bytes, which the SDK sends as they are: given a dict it would first copy the
+    whole tree (the history grows every step) and encode it with its own, slower encoder. A body the
+    standard encoder refuses (a date or a pydantic model in ``settings.extra``) goes to the SDK's."""
+    try:
+        return None, _dumps(body).encode()
+    except (TypeError, ValueError):
+        return body, None
 
 
 def _system_blocks(system: str, stable: str, cache: bool) -> list[dict[str, Any]]:
