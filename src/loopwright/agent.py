@@ -18,6 +18,7 @@ from loopwright.lanes.local import LocalSessionLocks
 from loopwright.limits import RunLimits
 from loopwright.loop._sink import EventSink, Listener, Listeners
 from loopwright.loop._state import RunRequest, RunSetup, RunState
+from loopwright.loop.maintenance import CompactionResult, compact_session, uncompact_session
 from loopwright.loop.run import run_loop
 from loopwright.models._registry import resolve_chain
 from loopwright.models.base import Model, ModelSettings
@@ -223,6 +224,15 @@ class Agent:
         """Call ``listener`` for every event of a kind: an event ``type`` (``"tool_call_end"``), a
         specification name (``"tool:end"``) or ``"*"``. Returns a function that unsubscribes."""
         return self._listeners.add(event, listener)
+
+    async def compact(self, session_id: str) -> CompactionResult:
+        """Summarise the session's older messages now (``loopwright sessions compact``)."""
+        return await compact_session(self._setup, session_id, EventSink(self._listeners))
+
+    async def uncompact(self, session_id: str) -> str | None:
+        """Undo the session's compaction in force; the original messages come back into the context.
+        Returns the undone compaction's id (None if there was none)."""
+        return await uncompact_session(self._setup, session_id)
 
     async def aclose(self) -> None:
         """Close what the agent holds open (its models' HTTP connections)."""

@@ -15,6 +15,7 @@ Every exception derives from :class:`LoopwrightError`. The tree::
         │   └── ContextLengthExceededError   the request did not fit the model's context window
         ├── SessionBusyError         the session is locked by another run (queue full or wait timed out)
         ├── StorageError             the session store could not read or write
+        ├── ContextOverflowError     the context cannot fit the model's window, even after compaction
         └── RunTimeoutError          the run exceeded its execution timeout
 
 Signals the *model* should see — a tool that raised, arguments that did not validate, an unknown tool,
@@ -29,6 +30,7 @@ __all__ = [
     "AgentDefinitionError",
     "ConfigError",
     "ContextLengthExceededError",
+    "ContextOverflowError",
     "EmptyMessageError",
     "FieldProblem",
     "InputError",
@@ -142,6 +144,16 @@ class SessionBusyError(RunError):
 
 class StorageError(RunError):
     """The session store failed to read or write."""
+
+
+class ContextOverflowError(RunError):
+    """The context does not fit the model's window, even after compaction. Nothing was written."""
+
+    def __init__(self, tokens: int, limit: int, detail: str = "") -> None:
+        self.tokens = tokens
+        self.limit = limit
+        extra = f": {detail}" if detail else ""
+        super().__init__(f"the context needs about {tokens} tokens, over the {limit} available{extra}")
 
 
 class RunTimeoutError(RunError):

@@ -29,6 +29,8 @@ from loopwright.messages import Usage
 from loopwright.report import RunReport
 
 __all__ = [
+    "CompactionEnded",
+    "CompactionStarted",
     "ContextBuilt",
     "ExecuteStarted",
     "LimitReached",
@@ -243,6 +245,37 @@ class LimitReached:
 
 
 @dataclass(slots=True, kw_only=True)
+class CompactionStarted:
+    name: ClassVar[str] = "compaction:start"
+    run_id: str
+    reason: str
+    tokens_before: int
+    type: Literal["compaction_start"] = "compaction_start"
+
+    def payload(self) -> dict[str, Any]:
+        return {"reason": self.reason, "tokensBefore": self.tokens_before}
+
+
+@dataclass(slots=True, kw_only=True)
+class CompactionEnded:
+    name: ClassVar[str] = "compaction:end"
+    run_id: str
+    compaction_id: str
+    covered: int
+    tokens_before: int
+    tokens_after: int
+    type: Literal["compaction_end"] = "compaction_end"
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            "compactionId": self.compaction_id,
+            "covered": self.covered,
+            "tokensBefore": self.tokens_before,
+            "tokensAfter": self.tokens_after,
+        }
+
+
+@dataclass(slots=True, kw_only=True)
 class RunFailed:
     name: ClassVar[str] = "loop:error"
     run_id: str
@@ -299,6 +332,8 @@ RunEvent = (
     | StepDiscarded
     | ModelFallback
     | LimitReached
+    | CompactionStarted
+    | CompactionEnded
     | RunFailed
     | PersistStarted
     | RunEnded

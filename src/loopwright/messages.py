@@ -115,6 +115,9 @@ class Thinking:
     text: str = ""
     signature: str | None = None
     redacted: str | None = None
+    provider: str | None = None
+    """Who produced it (``"anthropic"``, ``"openai-responses"``, …): signatures and encrypted
+    reasoning only mean something to their own provider, which alone gets them back."""
 
 
 @dataclass(slots=True, kw_only=True)

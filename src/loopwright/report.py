@@ -13,8 +13,9 @@ from typing import Any, Literal
 from loopwright.errors import RunError
 from loopwright.messages import Usage
 
-__all__ = ["RunReport", "StepReport", "StopReason", "ToolCallReport", "parse_arguments"]
+__all__ = ["RunReport", "StepKind", "StepReport", "StopReason", "ToolCallReport", "parse_arguments"]
 
+StepKind = Literal["initial", "tool_followup", "compaction", "memory_flush"]
 StopReason = Literal[
     "done", "stopped", "error", "guardrail", "max_steps", "timeout", "limit", "loop_detected"
 ]
@@ -75,7 +76,7 @@ class ToolCallReport:
 @dataclass(slots=True, kw_only=True)
 class StepReport:
     index: int
-    type: Literal["initial", "tool_followup"]
+    type: StepKind
     llm_latency_ms: float = 0.0
     usage: Usage = Usage()
     finish_reason: str = ""

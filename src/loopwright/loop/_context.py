@@ -3,21 +3,38 @@
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
 
+from loopwright.context.compaction import active_compaction, context_after
 from loopwright.context.pairing import repair_pairing
-from loopwright.context.prompt import compose_system_prompt, dynamic_layers
-from loopwright.context.tokens import estimate_tokens
+from loopwright.loop._compact import compact, compose_system, context_tokens, flush_memory
 from loopwright.loop._state import RunState
 from loopwright.messages import UserMessage, now_iso
 
-__all__ = ["build_context"]
+__all__ = ["build_context", "load_context"]
 
 log = logging.getLogger("loopwright")
 
 
 async def build_context(run: RunState) -> int:
-    """Prepare ``run.messages`` and ``run.system``; return the token estimate."""
+    """Prepare ``run.messages`` (the context the model sees) and ``run.system``; record the user
+    message; flush memory or compact when the context nears the window. Returns the token estimate."""
+    await load_context(run)
+    await flush_memory(run)
+    store = run.setup.store
+    user = UserMessage(
+        content=run.request.message, run_id=run.run_id, timestamp=now_iso(), meta=run.request.meta
+    )
+    await store.append(run.session_id, [user])
+    await store.sync(run.session_id)  # the message is acknowledged: it must survive a crash
+    run.appended += 1
+    run.messages.append(user)
+    await compact(run, reason="threshold")
+    return context_tokens(run)
+
+
+async def load_context(run: RunState) -> None:
+    """The session's context as a model would see it: transcript loaded and repaired, the active
+    compaction applied, the system prompt composed."""
     store = run.setup.store
     transcript = await store.load(run.session_id)
     for warning in transcript.warnings:
@@ -29,19 +46,15 @@ async def build_context(run: RunState) -> int:
         run.warnings.append(f"wrote {len(synthetic)} missing tool result(s) left by an interrupted run")
     if dropped:
         run.warnings.append(f"ignored {dropped} tool result(s) without a matching call")
-
-    user = UserMessage(
-        content=run.request.message, run_id=run.run_id, timestamp=now_iso(), meta=run.request.meta
-    )
-    await store.append(run.session_id, [user])
-    await store.sync(run.session_id)  # the message is acknowledged: it must survive a crash
-    run.appended += 1
-    messages.append(user)
+    active, run.flushed = active_compaction(transcript.entries)
+    if active is not None:
+        messages, covered = context_after(messages, active)
+        if covered:
+            run.summary = active.summary
+        else:
+            run.warnings.append(f"compaction {active.id!r} names a message that is not there; ignoring it")
     run.messages = messages
-
-    dynamic = compose_system_prompt(dynamic_layers(memory=_read_memory(run), now=datetime.now(UTC)))
-    run.system = f"{run.setup.stable_prompt}\n\n{dynamic}"
-    return estimate_tokens(run.system, messages)
+    compose_system(run, _read_memory(run))
 
 
 def _read_memory(run: RunState) -> str:

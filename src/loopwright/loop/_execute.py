@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import time
 
+from loopwright.errors import ContextLengthExceededError
 from loopwright.events import LimitReached, StepEnded
+from loopwright.loop._compact import compact
 from loopwright.loop._limits import WIND_DOWN_NOTE, LimitHit, check_limits
 from loopwright.loop._model_call import call_model
+from loopwright.loop._sink import EventSink
 from loopwright.loop._state import RunState
 from loopwright.loop._tools import run_tool_calls
 from loopwright.messages import AssistantMessage, ToolCall, ToolResultMessage, now_iso
-from loopwright.report import StepReport, ToolCallReport
+from loopwright.report import StepKind, StepReport, ToolCallReport
 
 __all__ = ["execute", "keep_partial"]
 
@@ -42,6 +45,7 @@ async def execute(run: RunState) -> None:
                     report.final_text = _last_text(run)
                     return
                 ending, report.limit = "limit", hit.describe()
+        await compact(run, reason="threshold")
         assistant = await _step(run, step, final=ending is not None)
         calls = assistant.tool_calls
         if ending is not None:
@@ -70,23 +74,30 @@ async def execute(run: RunState) -> None:
             ending = "max_steps"
 
 
-async def _step(run: RunState, step: int, *, final: bool) -> AssistantMessage:
-    """One model call and its tool calls; returns the assistant message it recorded."""
+async def _step(
+    run: RunState, step: int, *, final: bool, note: str | None = None, kind: StepKind | None = None
+) -> AssistantMessage:
+    """One model call and its tool calls; returns the assistant message it recorded. A provider's
+    "context too long" compacts the context and retries the call once."""
     setup = run.setup
     tools = () if final else setup.tool_defs
-    note = None
     if final:
         why = run.report.limit or f"{run.config.max_tool_iterations} tool steps"
         note = WIND_DOWN_NOTE.format(why=why)
-    acc, latency_ms, model = await call_model(run, step, tools=tools, note=note)
+    try:
+        acc, latency_ms, model = await call_model(run, step, tools=tools, note=note)
+    except ContextLengthExceededError:
+        if not await compact(run, reason="context_length", force=True):
+            raise
+        acc, latency_ms, model = await call_model(run, step, tools=tools, note=note)
     assistant = acc.message(model=model.name, run_id=run.run_id, timestamp=now_iso())
     await setup.store.append(run.session_id, [assistant])
     run.appended += 1
     run.messages.append(assistant)
     price = setup.price_for(model.name)
     report = StepReport(
-        index=step,
-        type="initial" if step == 0 else "tool_followup",
+        index=len(run.report.steps),
+        type=kind or ("initial" if step == 0 else "tool_followup"),
         llm_latency_ms=latency_ms,
         usage=acc.usage,
         finish_reason=assistant.finish_reason or "stop",
@@ -110,6 +121,20 @@ async def _step(run: RunState, step: int, *, final: bool) -> AssistantMessage:
             )
         )
     return assistant
+
+
+async def flush_turn(run: RunState, note: str, max_steps: int) -> None:
+    """The silent memory-flush turn: up to ``max_steps`` model calls with the memory tool on offer,
+    streamed to nobody; its answer (``NO_REPLY`` or not) is never the run's answer."""
+    sink, run.sink = run.sink, EventSink()
+    try:
+        for step in range(max_steps):
+            assistant = await _step(run, step, final=False, note=note, kind="memory_flush")
+            if not assistant.tool_calls:
+                return
+        # still calling tools: give the open calls' turn a close so the conversation stays valid
+    finally:
+        run.sink = sink
 
 
 async def _limit_reached(run: RunState, hit: LimitHit) -> None:

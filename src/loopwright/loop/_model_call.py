@@ -19,7 +19,9 @@ from collections.abc import AsyncIterator, Sequence
 from loopwright.errors import ModelError
 from loopwright.events import ModelFallback, ModelRetry, StepDiscarded, StepStarted, TextChunk, ThinkingChunk
 from loopwright.loop._eager import start_eagerly
+from loopwright.loop._sink import EventSink
 from loopwright.loop._state import RunState
+from loopwright.messages import Message
 from loopwright.models._accumulate import StepAccumulator
 from loopwright.models.base import Model, ModelEvent, ModelRequest, TextDelta, ThinkingDelta, ToolDefinition
 
@@ -27,23 +29,35 @@ __all__ = ["call_model"]
 
 
 async def call_model(
-    run: RunState, step: int, *, tools: Sequence[ToolDefinition], note: str | None = None
+    run: RunState,
+    step: int,
+    *,
+    tools: Sequence[ToolDefinition],
+    note: str | None = None,
+    system: str | None = None,
+    messages: Sequence[Message] | None = None,
+    silent: bool = False,
 ) -> tuple[StepAccumulator, float, Model]:
     """Return the step's accumulated answer, the latency of the call that produced it, and its model.
 
-    ``note`` is appended to the system prompt for this call only (the wind-down instruction)."""
-    setup, cfg, sink = run.setup, run.setup.config, run.sink
+    ``note`` is appended to the system prompt for this call only (the wind-down instruction).
+    ``system``/``messages`` replace the run's for a side call (a compaction), which is ``silent``:
+    its text is not streamed to the run's consumers."""
+    setup, cfg = run.setup, run.setup.config
+    sink = _SILENT if silent else run.sink
     if sink.active:
         await sink.emit(StepStarted(run_id=run.run_id, step=step))
-    system = run.system if note is None else f"{run.system}\n\n{note}"
+    if system is None:
+        system = run.system if note is None else f"{run.system}\n\n{note}"
+    stable = setup.stable_prompt if messages is None else ""
     models = setup.models
     for position, model in enumerate(models):
         attempt = 0
         while True:
             request = ModelRequest(
                 system=system,
-                messages=run.messages,
-                stable_system=setup.stable_prompt,
+                messages=run.messages if messages is None else messages,
+                stable_system=stable,
                 tools=tools,
                 settings=setup.settings,
                 run_id=run.run_id,
@@ -52,7 +66,7 @@ async def call_model(
             acc = run.current = StepAccumulator()
             started = run.current_started = time.perf_counter()
             try:
-                await _drain(run, model.stream(request), acc, started + cfg.model_timeout, model)
+                await _drain(run, sink, model.stream(request), acc, started + cfg.model_timeout, model)
                 run.current = None
                 return acc, (time.perf_counter() - started) * 1000.0, model
             except ModelError as exc:
@@ -95,13 +109,17 @@ async def call_model(
 
 
 async def _drain(
-    run: RunState, stream: AsyncIterator[ModelEvent], acc: StepAccumulator, deadline: float, model: Model
+    run: RunState,
+    sink: EventSink,
+    stream: AsyncIterator[ModelEvent],
+    acc: StepAccumulator,
+    deadline: float,
+    model: Model,
 ) -> None:
     """Feed ``stream`` into ``acc`` (and text to the sink) until it ends or ``deadline`` passes.
 
     A model that answers without ever waiting (test models, cached answers) is read in place with no
     timer; the deadline is armed at the stream's first real wait, once for the rest of the stream."""
-    sink = run.sink
     active = sink.active
     add = acc.add
     try:
@@ -111,18 +129,19 @@ async def _drain(
             except StopAsyncIteration:
                 return
             if not done:
-                await _drain_waiting(run, stream, acc, deadline, model, pending)
+                await _drain_waiting(run, sink, stream, acc, deadline, model, pending)
                 return
             assert event is not None
             add(event)
             if active:
-                await _forward(run, event)
+                await _forward(run, sink, event)
     finally:
         await _close(stream)
 
 
 async def _drain_waiting(
     run: RunState,
+    sink: EventSink,
     stream: AsyncIterator[ModelEvent],
     acc: StepAccumulator,
     deadline: float,
@@ -130,17 +149,17 @@ async def _drain_waiting(
     pending: object,
 ) -> None:
     loop_deadline = asyncio.get_running_loop().time() + (deadline - time.perf_counter())
-    add, active = acc.add, run.sink.active
+    add, active = acc.add, sink.active
     try:
         async with asyncio.timeout_at(loop_deadline):
             event: ModelEvent = await pending  # type: ignore[misc]
             add(event)
             if active:
-                await _forward(run, event)
+                await _forward(run, sink, event)
             async for event in stream:
                 add(event)
                 if active:
-                    await _forward(run, event)
+                    await _forward(run, sink, event)
     except TimeoutError:
         timeout = run.setup.config.model_timeout
         raise ModelError(
@@ -151,12 +170,15 @@ async def _drain_waiting(
         ) from None
 
 
-async def _forward(run: RunState, event: ModelEvent) -> None:
+async def _forward(run: RunState, sink: EventSink, event: ModelEvent) -> None:
     if type(event) is TextDelta:
         if event.text:
-            await run.sink.emit(TextChunk(run_id=run.run_id, text=event.text))
+            await sink.emit(TextChunk(run_id=run.run_id, text=event.text))
     elif type(event) is ThinkingDelta and event.text:
-        await run.sink.emit(ThinkingChunk(run_id=run.run_id, text=event.text))
+        await sink.emit(ThinkingChunk(run_id=run.run_id, text=event.text))
+
+
+_SILENT = EventSink()
 
 
 async def _close(stream: AsyncIterator[ModelEvent]) -> None:

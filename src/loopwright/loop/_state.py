@@ -89,6 +89,14 @@ class RunState:
     """The model step being streamed, for keeping partial text if the run is cut short."""
     current_started: float = 0.0
     stop_requested: bool = False
+    summary: str = ""
+    """The summary of compacted messages in force (part of the system prompt)."""
+    memory_text: str = ""
+    token_cache: tuple[int, int] = (0, 0)
+    """(messages counted, their tokens): the context estimate grows by the new messages only."""
+    flushed: bool = False
+    """A memory flush happened in this compaction cycle."""
+    compactions: int = 0
     repeat_key: tuple[str, str] | None = None
     repeat_count: int = 0
     repeat_offences: int = 0

@@ -135,12 +135,18 @@ class StepAccumulator:
         )
 
     def message(self, *, model: str, run_id: str, timestamp: str) -> AssistantMessage:
-        """The step as the assistant message the transcript records (no intermediate response)."""
+        """The step as the assistant message the transcript records (no intermediate response).
+        Thinking blocks are tagged with the provider of ``model`` (the part before ``:``)."""
         calls = self.tool_calls()
+        thinking = self.thinking()
+        if thinking:
+            provider = model.partition(":")[0] if ":" in model else None
+            for t in thinking:
+                t.provider = provider
         return AssistantMessage(
             content=self.text,
             tool_calls=calls,
-            thinking=self.thinking(),
+            thinking=thinking,
             model=self.model or model,
             usage=self.usage,
             finish_reason=self._finish_reason(calls),

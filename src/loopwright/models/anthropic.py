@@ -359,9 +359,12 @@ def _tool_input(arguments: str) -> dict[str, Any]:
 
 
 def _thinking_blocks(thinking: Iterable[Thinking]) -> list[dict[str, Any]]:
-    """Blocks to echo back. Reasoning without a signature (another provider's) cannot be sent."""
+    """Blocks to echo back: Anthropic's own reasoning only (another provider's signatures and
+    encrypted reasoning mean nothing here, and would be refused)."""
     out: list[dict[str, Any]] = []
     for t in thinking:
+        if t.provider not in (None, "anthropic"):
+            continue
         if t.redacted:
             out.append({"type": "redacted_thinking", "data": t.redacted})
         elif t.signature:

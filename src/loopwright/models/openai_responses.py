@@ -201,6 +201,8 @@ def _wire_input(messages: Sequence[Message], *, store: bool = False) -> list[dic
 
 def _reasoning_item(thinking: Thinking, store: bool) -> dict[str, Any] | None:
     item_id = thinking.signature
+    if thinking.provider not in (None, "openai-responses", "openai"):
+        return None
     if not item_id or not item_id.startswith("rs_") or not (thinking.redacted or store):
         return None
     summary = [{"type": "summary_text", "text": thinking.text}] if thinking.text else []

@@ -82,6 +82,8 @@ def _thinking_dict(t: Thinking) -> dict[str, Any]:
         d["signature"] = t.signature
     if t.redacted:
         d["redacted"] = t.redacted
+    if t.provider:
+        d["provider"] = t.provider
     return d
 
 
@@ -122,7 +124,12 @@ def decode_dict(data: dict[str, Any]) -> Entry:
             for c in data.get("tool_calls") or ()
         )
         thinking = tuple(
-            Thinking(text=str(t.get("text", "")), signature=t.get("signature"), redacted=t.get("redacted"))
+            Thinking(
+                text=str(t.get("text", "")),
+                signature=t.get("signature"),
+                redacted=t.get("redacted"),
+                provider=t.get("provider"),
+            )
             for t in data.get("thinking") or ()
         )
         usage = data.get("usage")

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from dataclasses import dataclass
 from typing import Any
 
+from loopwright.context.compaction import COMPACTION_SYSTEM, extract_identifiers
 from loopwright.context.tokens import estimate_tokens
 from loopwright.errors import ModelError
 from loopwright.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage, UserMessage
@@ -119,6 +120,8 @@ class TestModel:
         return "test"
 
     def respond(self, request: ModelRequest) -> ModelResponse:
+        if request.system == COMPACTION_SYSTEM:
+            return _with_usage(request, ModelResponse(content=_test_summary(request), model="test"))
         turn = _current_turn(request.messages)
         called = {m.name for m in turn if type(m) is ToolResultMessage}
         remaining = [t for t in request.tools if t.name not in called] if self.call_tools else []
@@ -159,6 +162,21 @@ class TestModel:
             snippet = " ".join(r.content.split())[:80]
             parts.append(f"{r.name} → {'error: ' if r.is_error else ''}{snippet}")
         return f"I used {len(results)} tool(s). " + "; ".join(parts) + "."
+
+
+def _test_summary(request: ModelRequest) -> str:
+    """What TestModel answers to a compaction request: a short structured summary that keeps every
+    identifier of the prompt (and so of the previous summary) and the last few user lines."""
+    prompt = request.messages[-1].content if request.messages else ""
+    identifiers = extract_identifiers([UserMessage(content=prompt)])
+    users = [line[6:86] for line in prompt.splitlines() if line.startswith("USER: ")]
+    goal = users[0] if users else "continue the conversation"
+    recent = "\n".join(f"- {u}" for u in users[-3:])
+    listed = "\n".join(f"- {i}" for i in identifiers)
+    return (
+        f"## Goal\n{goal}\n## Constraints\n- none stated\n## Progress\n{recent}\n## Decisions\n- none\n"
+        f"## Next steps\n- answer the next message\n## Critical context\n## Identifiers\n{listed}"
+    )
 
 
 def example_for_schema(schema: dict[str, Any], defs: dict[str, Any], depth: int = 0) -> Any:
