@@ -100,3 +100,33 @@ def test_show_unknown_session_exits_2(workspace: Path) -> None:
     result = invoke(["sessions", "show", "no-such-session", "-w", str(workspace)])
     assert result.exit_code == 2
     assert result.stderr == "error: session 'no-such-session' not found\n"
+
+
+def test_compact_and_uncompact_commands(tmp_path: Path) -> None:
+    from loopwright.cli import app  # noqa: F401  (the commands are registered on the app)
+
+    ws = tmp_path / "agent"
+    assert invoke(["init", str(ws)]).exit_code == 0
+    for i in range(5):
+        message = f"message {i}: " + "some words about the project and its plans " * 8
+        assert invoke(["run", "-w", str(ws), "-s", "long", message]).exit_code == 0
+    done = invoke(["sessions", "compact", "long", "-w", str(ws)])
+    assert done.exit_code == 0, done.output
+    assert done.stdout.startswith("compacted long: about ")
+    records = [line for line in (ws / "sessions/long/transcript.jsonl").read_text().splitlines() if '"type":"compaction"' in line]
+    assert len(records) == 1
+    undone = invoke(["sessions", "uncompact", "long", "-w", str(ws)])
+    assert undone.exit_code == 0 and undone.stdout.startswith("undid compaction ")
+    again = invoke(["sessions", "uncompact", "long", "-w", str(ws)])
+    assert again.stdout.strip() == "long has no compaction to undo"
+    missing = invoke(["sessions", "compact", "nope", "-w", str(ws)])
+    assert missing.exit_code == 2 and "session 'nope' not found" in missing.stderr
+
+
+def test_chat_compact_command(tmp_path: Path) -> None:
+    ws = tmp_path / "agent"
+    assert invoke(["init", str(ws)]).exit_code == 0
+    lines = "".join(f"note {i}: " + "details of the plan " * 10 + "\n" for i in range(4))
+    result = invoke(["chat", "-w", str(ws), "-s", "c"], input=lines + "/compact\n/exit\n")
+    assert result.exit_code == 0, result.output
+    assert "compacted: about " in result.stdout

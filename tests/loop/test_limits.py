@@ -116,3 +116,19 @@ def test_limits_are_validated() -> None:
         RunLimits(model_calls=0)
     with pytest.raises(ValueError, match="cost_usd must be a positive number"):
         RunLimits(cost_usd=-1)
+
+
+async def test_session_totals_add_up_runs() -> None:
+    from loopwright.sessions import MemorySessionStore
+
+    store = MemorySessionStore()
+    agent = Agent(TestModel(), tools=[work], store=store)
+    first = await agent.run("one", session_id="s")
+    second = await agent.run("two", session_id="s")
+    info = await store.get("s")
+    assert info is not None and info.cost_usd == 0.0
+    assert info.usage.total_tokens == first.usage.total_tokens + second.usage.total_tokens
+    unknown = Agent(FunctionModel(lambda m, i: "hi", name="x:unpriced"), store=store)
+    await unknown.run("three", session_id="s")
+    info = await store.get("s")
+    assert info is not None and info.cost_usd is None  # unknown, not zero

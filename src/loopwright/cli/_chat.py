@@ -23,7 +23,10 @@ from loopwright.sessions import new_session_id, validate_session_id
 __all__ = ["Chat", "chat"]
 
 _PROMPT = Text("you › ", style="bold green")
-_HELP = "/new starts a new session · /session shows its id · /exit or Ctrl-D quits · Ctrl-C stops an answer"
+_HELP = (
+    "/new starts a new session · /session shows its id · /compact summarises older messages · "
+    "/exit or Ctrl-D quits · Ctrl-C stops an answer"
+)
 
 
 def chat(
@@ -76,7 +79,7 @@ class Chat:
                 if not message:
                     continue
                 if message.startswith("/"):
-                    if not self._command(message):
+                    if not self._command(message, runner):
                         break
                     continue
                 self.send(runner, line)
@@ -111,7 +114,7 @@ class Chat:
             self.term.out.print(text(line), soft_wrap=True)
         return line
 
-    def _command(self, command: str) -> bool:
+    def _command(self, command: str, runner: asyncio.Runner) -> bool:
         """Handle a slash command; False means quit."""
         name = command.split()[0].lower()
         if name in ("/exit", "/quit"):
@@ -121,11 +124,27 @@ class Chat:
             self._print_session(new=True)
         elif name == "/session":
             self._print_session()
+        elif name == "/compact":
+            self._compact(runner)
         elif name == "/help":
             self.term.out.print(text(_HELP, "dim"))
         else:
             self.term.out.print(text(f"unknown command {name!r}; {_HELP}", "yellow"), soft_wrap=True)
         return True
+
+    def _compact(self, runner: asyncio.Runner) -> None:
+        try:
+            result = runner.run(self.agent.compact(self.session_id))
+        except LoopwrightError as exc:
+            self.term.error(str(exc))
+            return
+        self.term.out.print(
+            text(
+                f"compacted: about {result.tokens_before:,} → {result.tokens_after:,} tokens in context",
+                "dim",
+            ),
+            soft_wrap=True,
+        )
 
     def _print_session(self, *, new: bool = False) -> None:
         label = "new session " if new else "session "

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 from rich import box
@@ -13,9 +14,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from loopwright.agent import Agent
 from loopwright.cli import _format
 from loopwright.cli._errors import reported
-from loopwright.cli._options import JsonOpt, WorkspaceOpt, open_store
+from loopwright.cli._options import JsonOpt, ModelOpt, WorkspaceOpt, load_agent, open_store
 from loopwright.cli._report import print_report
 from loopwright.cli._term import Terminal, json_text, text
 from loopwright.errors import NotFoundError
@@ -24,6 +26,8 @@ from loopwright.report import RunReport
 from loopwright.sessions import Entry, FileSessionStore, SessionInfo, encode_entry
 
 __all__ = ["sessions_app"]
+
+T = TypeVar("T")
 
 sessions_app = typer.Typer(
     name="sessions",
@@ -55,6 +59,53 @@ def list_sessions(
         )
         return
     term.out.print(_sessions_table(infos, wide=term.out.width >= _WIDE))
+
+
+@sessions_app.command("compact")
+def compact_session(
+    ctx: typer.Context,
+    session_id: Annotated[str, typer.Argument(metavar="ID", help="The session to compact.")],
+    workspace: WorkspaceOpt = Path("."),
+    model: ModelOpt = None,
+) -> None:
+    """Summarise a session's older messages now; the originals stay in the transcript.
+
+    The most recent messages are kept as they are. Undo it with `loopwright sessions uncompact ID`.
+    """
+    term: Terminal = ctx.obj
+    with reported(term):
+        agent = load_agent(workspace, model=model)
+        result = asyncio.run(_close_after(agent, agent.compact(session_id)))
+    term.out.print(
+        text(
+            f"compacted {session_id}: about {result.tokens_before:,} → {result.tokens_after:,} tokens in context"
+        ),
+        soft_wrap=True,
+    )
+
+
+@sessions_app.command("uncompact")
+def uncompact_session(
+    ctx: typer.Context,
+    session_id: Annotated[str, typer.Argument(metavar="ID", help="The session to restore.")],
+    workspace: WorkspaceOpt = Path("."),
+) -> None:
+    """Undo a session's latest compaction: its original messages come back into the context."""
+    term: Terminal = ctx.obj
+    with reported(term):
+        agent = load_agent(workspace, model="test")  # no model call is made
+        undone = asyncio.run(agent.uncompact(session_id))
+    if undone is None:
+        term.out.print(text(f"{session_id} has no compaction to undo"), soft_wrap=True)
+    else:
+        term.out.print(text(f"undid compaction {undone} of {session_id}"), soft_wrap=True)
+
+
+async def _close_after(agent: Agent, work: Awaitable[T]) -> T:
+    try:
+        return await work
+    finally:
+        await agent.aclose()
 
 
 @sessions_app.command("show")

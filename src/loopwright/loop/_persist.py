@@ -57,6 +57,8 @@ async def persist(run: RunState) -> None:
             info.message_count += run.appended
             info.run_count += 1
             info.usage = Usage.total((info.usage, *(s.usage for s in report.steps)))
+            run_cost = report.total_cost_usd
+            info.cost_usd = None if info.cost_usd is None or run_cost is None else info.cost_usd + run_cost
             await store.save_info(info)
         await store.save_report(sid, report)
         await store.sync(sid)

@@ -50,6 +50,8 @@ class SessionInfo:
     message_count: int = 0
     run_count: int = 0
     usage: Usage = Usage()
+    cost_usd: float | None = 0.0
+    """Total cost of the session's model calls; ``None`` once a call could not be priced."""
     terminated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -62,6 +64,7 @@ class SessionInfo:
             "messageCount": self.message_count,
             "runCount": self.run_count,
             "usage": self.usage.to_dict(),
+            "costUsd": self.cost_usd,
             "terminated": self.terminated,
         }
 
@@ -76,6 +79,7 @@ class SessionInfo:
             message_count=int(d.get("messageCount", 0)),
             run_count=int(d.get("runCount", 0)),
             usage=Usage.from_dict(d.get("usage") or {}),
+            cost_usd=d.get("costUsd", 0.0),
             terminated=bool(d.get("terminated", False)),
         )
 
@@ -89,6 +93,7 @@ class SessionInfo:
             message_count=self.message_count,
             run_count=self.run_count,
             usage=self.usage,
+            cost_usd=self.cost_usd,
             terminated=self.terminated,
         )
 
