@@ -113,7 +113,11 @@ def test_compact_and_uncompact_commands(tmp_path: Path) -> None:
     done = invoke(["sessions", "compact", "long", "-w", str(ws)])
     assert done.exit_code == 0, done.output
     assert done.stdout.startswith("compacted long: about ")
-    records = [line for line in (ws / "sessions/long/transcript.jsonl").read_text().splitlines() if '"type":"compaction"' in line]
+    records = [
+        line
+        for line in (ws / "sessions/long/transcript.jsonl").read_text().splitlines()
+        if '"type":"compaction"' in line
+    ]
     assert len(records) == 1
     undone = invoke(["sessions", "uncompact", "long", "-w", str(ws)])
     assert undone.exit_code == 0 and undone.stdout.startswith("undid compaction ")
