@@ -5,6 +5,7 @@
 
 from loopwright.agent import Agent
 from loopwright.config import LoopConfig
+from loopwright.context.registry import ContextLayer, ContextRegistry
 from loopwright.errors import (
     AgentDefinitionError,
     ConfigError,
@@ -55,7 +56,9 @@ __all__ = [
     "AssistantMessage",
     "ConfigError",
     "ContextBuilt",
+    "ContextLayer",
     "ContextLengthExceededError",
+    "ContextRegistry",
     "EmptyMessageError",
     "ExecuteStarted",
     "FunctionTool",

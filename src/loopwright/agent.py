@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from loopwright.config import LoopConfig
-from loopwright.context.prompt import compose_system_prompt, stable_layers
+from loopwright.context.prompt import stable_layers
+from loopwright.context.registry import ContextRegistry
 from loopwright.errors import ConfigError
 from loopwright.events import RunEnded, RunEvent, RunStarted
 from loopwright.lanes.base import SessionLocks
@@ -28,6 +29,7 @@ from loopwright.sessions._codec import Entry
 from loopwright.sessions.base import SessionInfo, SessionStore
 from loopwright.sessions.file import FileSessionStore
 from loopwright.sessions.memory import MemorySessionStore
+from loopwright.sessions.transfer import export_session, fork_session, import_session
 from loopwright.tools._function import tool as make_tool
 from loopwright.tools.base import Tool
 from loopwright.workspace import AgentDefinition, Workspace
@@ -103,6 +105,10 @@ class Agent:
         self._active: dict[str, RunState] = {}
         tool_defs = tuple(t.definition() for t in self.tools.values())
         workspace_root = self.workspace.root if self.workspace else None
+        self.context = ContextRegistry(
+            stable_layers(identity=self.system, tools=tool_defs, workspace=workspace_root)
+        )
+        """The agent's system-prompt layers; add your own with ``agent.context.set(ContextLayer(...))``."""
         self._setup = RunSetup(
             agent_name=self.name,
             models=self.models,
@@ -112,9 +118,7 @@ class Agent:
             store=self.store,
             locks=self._locks,
             identity=self.system,
-            stable_prompt=compose_system_prompt(
-                stable_layers(identity=self.system, tools=tool_defs, workspace=workspace_root)
-            ),
+            context=self.context,
             workspace=workspace_root,
             memory_path=self.workspace.memory_md if self.workspace else None,
             settings=self.settings,
@@ -254,6 +258,18 @@ class Agent:
 
     async def transcript(self, session_id: str) -> list[Entry]:
         return (await self.store.load(session_id)).entries
+
+    async def fork(self, session_id: str, *, new_id: str | None = None) -> str:
+        """An independent copy of a session (for a sub-agent, or to try another path); its id."""
+        return await fork_session(self.store, session_id, new_id=new_id)
+
+    async def export_session(self, session_id: str) -> dict[str, Any]:
+        """The session as a JSON-ready snapshot (``loopwright sessions export``)."""
+        return await export_session(self.store, session_id)
+
+    async def import_session(self, snapshot: dict[str, Any], *, session_id: str | None = None) -> str:
+        """Create a session from a snapshot; returns its id."""
+        return await import_session(self.store, snapshot, session_id=session_id)
 
     async def reports(self, session_id: str) -> list[RunReport]:
         return await self.store.list_reports(session_id)

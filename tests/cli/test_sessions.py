@@ -134,3 +134,23 @@ def test_chat_compact_command(tmp_path: Path) -> None:
     result = invoke(["chat", "-w", str(ws), "-s", "c"], input=lines + "/compact\n/exit\n")
     assert result.exit_code == 0, result.output
     assert "compacted: about " in result.stdout
+
+
+def test_export_then_import_into_another_workspace(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    for ws in (a, b):
+        assert invoke(["init", str(ws)]).exit_code == 0
+    assert invoke(["run", "-w", str(a), "-s", "moving", "pack the boxes"]).exit_code == 0
+    snapshot = tmp_path / "moving.json"
+    out = invoke(["sessions", "export", "moving", "-w", str(a), "-o", str(snapshot)])
+    assert out.exit_code == 0 and json.loads(snapshot.read_text())["format"] == "loopwright-session/v1"
+    done = invoke(["sessions", "import", str(snapshot), "-w", str(b)])
+    assert done.exit_code == 0 and done.stdout.strip() == "imported moving"
+    assert (b / "sessions/moving/transcript.jsonl").read_text() == (
+        a / "sessions/moving/transcript.jsonl"
+    ).read_text()
+    again = invoke(["sessions", "import", str(snapshot), "-w", str(b)])
+    assert again.exit_code == 2 and "already exists" in again.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert "cannot read snapshot" in invoke(["sessions", "import", str(bad), "-w", str(b)]).stderr

@@ -20,10 +20,17 @@ from loopwright.cli._errors import reported
 from loopwright.cli._options import JsonOpt, ModelOpt, WorkspaceOpt, load_agent, open_store
 from loopwright.cli._report import print_report
 from loopwright.cli._term import Terminal, json_text, text
-from loopwright.errors import NotFoundError
+from loopwright.errors import InputError, NotFoundError
 from loopwright.messages import AssistantMessage, ToolResultMessage, UserMessage
 from loopwright.report import RunReport
-from loopwright.sessions import Entry, FileSessionStore, SessionInfo, encode_entry
+from loopwright.sessions import (
+    Entry,
+    FileSessionStore,
+    SessionInfo,
+    encode_entry,
+    export_session,
+    import_session,
+)
 
 __all__ = ["sessions_app"]
 
@@ -106,6 +113,48 @@ async def _close_after(agent: Agent, work: Awaitable[T]) -> T:
         return await work
     finally:
         await agent.aclose()
+
+
+@sessions_app.command("export")
+def export_command(
+    ctx: typer.Context,
+    session_id: Annotated[str, typer.Argument(metavar="ID", help="The session to export.")],
+    workspace: WorkspaceOpt = Path("."),
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", metavar="FILE", help="Write here instead of standard output."),
+    ] = None,
+) -> None:
+    """Write a session (metadata, every transcript entry, run reports) as one JSON snapshot."""
+    term: Terminal = ctx.obj
+    with reported(term):
+        snapshot = asyncio.run(export_session(open_store(workspace), session_id))
+    data = json.dumps(snapshot, ensure_ascii=False, indent=2)
+    if output is None:
+        term.write_line(data)
+    else:
+        output.write_text(data + "\n", encoding="utf-8")
+        term.out.print(text(f"exported {session_id} to {output}"), soft_wrap=True)
+
+
+@sessions_app.command("import")
+def import_command(
+    ctx: typer.Context,
+    source: Annotated[Path, typer.Argument(metavar="FILE", help="A snapshot written by `sessions export`.")],
+    workspace: WorkspaceOpt = Path("."),
+    session_id: Annotated[
+        str | None, typer.Option("--id", metavar="ID", help="Import under this id (default: the snapshot's).")
+    ] = None,
+) -> None:
+    """Create a session from a snapshot; an existing session is never overwritten."""
+    term: Terminal = ctx.obj
+    with reported(term):
+        try:
+            snapshot = json.loads(source.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read snapshot {str(source)!r}: {exc}") from None
+        created = asyncio.run(import_session(open_store(workspace), snapshot, session_id=session_id))
+    term.out.print(text(f"imported {created}"), soft_wrap=True)
 
 
 @sessions_app.command("show")

@@ -1,7 +1,16 @@
-"""Context assembly: the system prompt, history repair and token estimates."""
+"""Context assembly: the system prompt, history repair, token estimates and compaction rules."""
 
 from loopwright.context.pairing import repair_pairing
-from loopwright.context.prompt import PromptLayer, compose_system_prompt, default_layers
+from loopwright.context.prompt import compose_system_prompt, default_layers
+from loopwright.context.registry import ContextLayer, ContextRegistry, LayerCycleError
 from loopwright.context.tokens import estimate_tokens
 
-__all__ = ["PromptLayer", "compose_system_prompt", "default_layers", "estimate_tokens", "repair_pairing"]
+__all__ = [
+    "ContextLayer",
+    "ContextRegistry",
+    "LayerCycleError",
+    "compose_system_prompt",
+    "default_layers",
+    "estimate_tokens",
+    "repair_pairing",
+]

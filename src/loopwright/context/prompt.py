@@ -7,15 +7,14 @@ caches hold; memory and the current time change and therefore come last.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from loopwright.context.registry import ContextLayer
 from loopwright.models.base import ToolDefinition
 
 __all__ = [
     "DEFAULT_IDENTITY",
-    "PromptLayer",
     "compose_system_prompt",
     "default_layers",
     "dynamic_layers",
@@ -25,23 +24,14 @@ __all__ = [
 DEFAULT_IDENTITY = "You are a helpful assistant. Answer clearly and use the tools you have when they help."
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PromptLayer:
-    name: str
-    content: str
-    priority: int
-    """Lower comes first."""
-    stable: bool = True
-
-
 def stable_layers(
     *, identity: str, tools: Sequence[ToolDefinition], workspace: Path | None
-) -> list[PromptLayer]:
+) -> list[ContextLayer]:
     """The layers that stay the same from run to run: identity, scope, tools."""
-    layers = [PromptLayer(name="identity", content=identity.strip() or DEFAULT_IDENTITY, priority=10)]
+    layers = [ContextLayer(name="identity", content=identity.strip() or DEFAULT_IDENTITY, priority=10)]
     if workspace is not None:
         layers.append(
-            PromptLayer(
+            ContextLayer(
                 name="scope",
                 content=(
                     "## Scope\nYou work in a workspace folder. File paths are relative to it; "
@@ -52,21 +42,31 @@ def stable_layers(
         )
     if tools:
         lines = "\n".join(f"- {t.name}: {_first_line(t.description)}" for t in tools)
-        layers.append(PromptLayer(name="tools", content=f"## Tools\n{lines}", priority=30))
+        layers.append(ContextLayer(name="tools", content=f"## Tools\n{lines}", priority=30))
     return layers
 
 
-def dynamic_layers(*, memory: str, now: datetime) -> list[PromptLayer]:
-    """The layers that change: memory and the current time (last, to keep the cached prefix)."""
+def dynamic_layers(*, memory: str, now: datetime, summary: str = "") -> list[ContextLayer]:
+    """The layers that change: the summary of compacted messages, memory and the current time (last,
+    to keep the cached prefix)."""
     layers = []
+    if summary:
+        layers.append(
+            ContextLayer(
+                name="summary",
+                content=f"## Summary of the earlier conversation\n{summary}",
+                priority=90,
+                stable=False,
+            )
+        )
     if memory.strip():
         layers.append(
-            PromptLayer(
+            ContextLayer(
                 name="memory", content=f"## Memory (MEMORY.md)\n{memory.strip()}", priority=100, stable=False
             )
         )
     layers.append(
-        PromptLayer(
+        ContextLayer(
             name="datetime",
             content=f"Current date and time: {now.strftime('%Y-%m-%d %H:%M %Z').strip()}",
             priority=200,
@@ -83,13 +83,13 @@ def default_layers(
     workspace: Path | None,
     memory: str,
     now: datetime,
-) -> list[PromptLayer]:
+) -> list[ContextLayer]:
     return stable_layers(identity=identity, tools=tools, workspace=workspace) + dynamic_layers(
         memory=memory, now=now
     )
 
 
-def compose_system_prompt(layers: Iterable[PromptLayer]) -> str:
+def compose_system_prompt(layers: Iterable[ContextLayer]) -> str:
     return "\n\n".join(layer.content for layer in sorted(layers, key=lambda la: la.priority) if layer.content)
 
 

@@ -77,11 +77,9 @@ def context_tokens(run: RunState) -> int:
 
 def compose_system(run: RunState, memory: str) -> None:
     """The run's system prompt: the agent's stable prefix, then summary, memory and the time."""
-    layers = dynamic_layers(memory=memory, now=_now())
-    dynamic = compose_system_prompt(layers)
-    summary = f"## Summary of the earlier conversation\n{run.summary}\n\n" if run.summary else ""
+    dynamic = compose_system_prompt(dynamic_layers(memory=memory, now=_now(), summary=run.summary))
     run.memory_text = memory
-    run.system = f"{run.setup.stable_prompt}\n\n{summary}{dynamic}"
+    run.system = f"{run.setup.stable_prompt}\n\n{dynamic}"
 
 
 def _now() -> datetime:

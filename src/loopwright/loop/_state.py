@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from loopwright.config import LoopConfig
+from loopwright.context.registry import ContextRegistry
 from loopwright.lanes.base import LockLease, SessionLocks
 from loopwright.limits import RunLimits
 from loopwright.loop._sink import EventSink
@@ -37,8 +38,8 @@ class RunSetup:
     store: SessionStore
     locks: SessionLocks
     identity: str
-    stable_prompt: str
-    """The part of the system prompt that is the same in every run (identity, scope, tools)."""
+    context: ContextRegistry
+    """The agent's prompt layers; its stable ones are the prefix of every run's system prompt."""
     workspace: Path | None = None
     memory_path: Path | None = None
     settings: ModelSettings = ModelSettings()
@@ -46,9 +47,19 @@ class RunSetup:
     prices: PriceTable = field(default_factory=PriceTable.default)
     _prices_seen: dict[str, Price | None] = field(default_factory=dict)
 
+    _stable: list[tuple[int, str]] = field(default_factory=list)
+
     @property
     def model(self) -> Model:
         return self.models[0]
+
+    @property
+    def stable_prompt(self) -> str:
+        """The stable layers composed (recomposed only when a layer changed)."""
+        version = self.context.version
+        if not self._stable or self._stable[0][0] != version:
+            self._stable[:] = [(version, self.context.flat(stable=True))]
+        return self._stable[0][1]
 
     def price_for(self, model_name: str) -> Price | None:
         """The model's price (looked up once per model name)."""

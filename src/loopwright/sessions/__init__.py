@@ -10,8 +10,10 @@ from loopwright.sessions.base import (
 )
 from loopwright.sessions.file import FileSessionStore
 from loopwright.sessions.memory import MemorySessionStore
+from loopwright.sessions.transfer import SNAPSHOT_FORMAT, export_session, fork_session, import_session
 
 __all__ = [
+    "SNAPSHOT_FORMAT",
     "Entry",
     "FileSessionStore",
     "LoadedTranscript",
@@ -22,6 +24,9 @@ __all__ = [
     "decode_line",
     "encode_entry",
     "entry_to_dict",
+    "export_session",
+    "fork_session",
+    "import_session",
     "new_session_id",
     "validate_session_id",
 ]

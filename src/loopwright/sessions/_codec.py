@@ -22,7 +22,7 @@ from loopwright.messages import (
     UserMessage,
 )
 
-__all__ = ["Entry", "TranscriptRecord", "decode_line", "encode_entry", "entry_to_dict"]
+__all__ = ["Entry", "TranscriptRecord", "decode_dict", "decode_line", "encode_entry", "entry_to_dict"]
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 

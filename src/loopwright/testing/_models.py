@@ -12,7 +12,7 @@ import inspect
 import itertools
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from loopwright.context.compaction import COMPACTION_SYSTEM, extract_identifiers
@@ -254,16 +254,7 @@ class ScriptedModel:
             raise AssertionError(f"ScriptedModel: {self.remaining} of {len(self._turns)} turns were not used")
 
     def _take(self, request: ModelRequest) -> ModelResponse:
-        self.requests.append(
-            ModelRequest(
-                system=request.system,
-                messages=tuple(request.messages),
-                tools=tuple(request.tools),
-                settings=request.settings,
-                run_id=request.run_id,
-                session_id=request.session_id,
-            )
-        )
+        self.requests.append(replace(request, messages=tuple(request.messages), tools=tuple(request.tools)))
         if self._next >= len(self._turns):
             raise ModelError(
                 f"no scripted turn left ({len(self._turns)} used)", provider="scripted", model=self._name
