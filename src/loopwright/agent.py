@@ -9,13 +9,14 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from loopwright.config import LoopConfig
+from loopwright.config import LoopConfig, QueueMode
 from loopwright.context.prompt import stable_layers
 from loopwright.context.registry import ContextRegistry
 from loopwright.errors import ConfigError
 from loopwright.events import RunEnded, RunEvent, RunStarted
 from loopwright.lanes.base import SessionLocks
 from loopwright.lanes.local import LocalSessionLocks
+from loopwright.lanes.modes import ModeRouter
 from loopwright.limits import RunLimits
 from loopwright.loop._sink import EventSink, Listener, Listeners
 from loopwright.loop._state import RunRequest, RunSetup, RunState
@@ -103,6 +104,7 @@ class Agent:
         self._locks = locks or _PROCESS_LOCKS
         self._listeners = Listeners()
         self._active: dict[str, RunState] = {}
+        self._modes = ModeRouter()
         tool_defs = tuple(t.definition() for t in self.tools.values())
         workspace_root = self.workspace.root if self.workspace else None
         self.context = ContextRegistry(
@@ -143,17 +145,39 @@ class Agent:
         deps: Any = None,
         meta: dict[str, Any] | None = None,
         limits: RunLimits | None = None,
+        mode: QueueMode | None = None,
     ) -> RunReport:
         """Run the loop on ``message`` and return the report. No ``session_id`` starts a new session.
 
-        Raises :class:`~loopwright.errors.InputError` for an empty or oversized message and
-        :class:`~loopwright.errors.SessionBusyError` when the session stays busy; everything that goes
-        wrong once the run is accepted is in the report (``reason``, ``error``)."""
-        run = self._new_run(message, session_id, deps, meta, EventSink(self._listeners), limits)
+        ``mode`` (default: the configured ``queue_mode``) says what happens when the session is already
+        running: see :mod:`loopwright.lanes.modes`. Raises :class:`~loopwright.errors.InputError` for
+        an empty or oversized message and :class:`~loopwright.errors.SessionBusyError` when the session
+        stays busy; everything that goes wrong once the run is accepted is in the report (``reason``,
+        ``error``)."""
+
+        async def start(text: str, extra: dict[str, Any] | None, wait: float | None) -> RunReport:
+            merged = {**(meta or {}), **(extra or {})} or None
+            run = self._new_run(text, session_id, deps, merged, EventSink(self._listeners), limits, wait)
+            return await self._drive(run)
+
+        return await self._modes.route(
+            mode or self.config.queue_mode,
+            session_id,
+            message,
+            None,
+            start,
+            lock_timeout=self.config.lock_timeout,
+            debounce=self.config.collect_debounce,
+        )
+
+    async def _drive(self, run: RunState) -> RunReport:
         self._active[run.run_id] = run
+        self._modes.track(run)
         try:
             return await run_loop(run)
         finally:
+            run.finished.set()
+            self._modes.untrack(run)
             self._active.pop(run.run_id, None)
 
     async def stream(
@@ -284,9 +308,12 @@ class Agent:
         meta: dict[str, Any] | None,
         sink: EventSink,
         limits: RunLimits | None = None,
+        wait: float | None = None,
     ) -> RunState:
         self._check_limits(limits)
-        request = RunRequest(message=message, session_id=session_id, deps=deps, meta=meta, limits=limits)
+        request = RunRequest(
+            message=message, session_id=session_id, deps=deps, meta=meta, limits=limits, wait=wait
+        )
         return RunState(setup=self._setup, request=request, sink=sink)
 
     def _definition(self) -> AgentDefinition | None:

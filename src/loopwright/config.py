@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from loopwright.errors import ConfigError
 
-__all__ = ["ENV_PREFIX", "LoopConfig"]
+__all__ = ["ENV_PREFIX", "LoopConfig", "QueueMode"]
+
+QueueMode = Literal["queue", "drop", "interrupt", "followup", "collect", "steer"]
 
 ENV_PREFIX = "LOOPWRIGHT_"
 
@@ -44,6 +46,10 @@ class LoopConfig(BaseModel):
     execution_timeout: float = Field(600.0, gt=0)
     tool_timeout: float = Field(30.0, gt=0)
     # queue settings
+    queue_mode: QueueMode = "queue"
+    """What a message does when its session is busy: see docs/concurrency.md."""
+    collect_debounce: float = Field(0.5, ge=0)
+    """``collect`` mode: how long to wait for more messages before delivering the batch."""
     queue_timeout: float = Field(30.0, ge=0)
     max_queue_depth: int = Field(10, ge=0)
     lock_timeout: float = Field(900.0, gt=0)

@@ -520,6 +520,8 @@ _STARTER_TOOLS = (
     "edit_file",
     "write_file",
     "current_time",
+    "memory_write",
+    "memory_search",
     "example:word_count",
 )
 #: Loop settings shown (commented out, with their defaults) in the starter AGENT.md.

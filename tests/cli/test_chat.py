@@ -63,7 +63,7 @@ def test_one_session_per_conversation_and_new(workspace: Path) -> None:
     assert f"\nnew session {second}\n" in result.stdout
     assert read_jsonl(workspace / "sessions" / first / "transcript.jsonl")[0]["content"] == "hello"
     assert read_jsonl(workspace / "sessions" / second / "transcript.jsonl")[0]["content"] == "hi"
-    assert result.stdout.count("done · 8 steps · 7 tool calls") == 2
+    assert result.stdout.count("done · 10 steps · 9 tool calls") == 2
     assert result.stderr == ""
 
 

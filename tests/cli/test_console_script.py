@@ -31,7 +31,7 @@ def test_console_script_demo() -> None:
     done = _run(SCRIPT, "demo")
     elapsed = time.perf_counter() - started
     assert done.returncode == 0, done.stderr
-    assert " · done · 8 steps · 7 tool calls · " in done.stdout
+    assert " · done · 10 steps · 9 tool calls · " in done.stdout
     assert "run report" in done.stdout and done.stderr == ""
     assert elapsed < 10  # about a second on a laptop; generous for a loaded CI machine
 
@@ -44,7 +44,7 @@ def test_init_then_run_json(tmp_path: Path) -> None:
     events = [json.loads(line) for line in done.stdout.splitlines()]
     assert events[0]["name"] == "loop:start" and events[-1]["name"] == "loop:end"
     report = events[-1]["report"]
-    assert report["reason"] == "done" and report["toolCallCount"] == 7
+    assert report["reason"] == "done" and report["toolCallCount"] == 9
     transcript = folder / "sessions" / report["sessionId"] / "transcript.jsonl"
     assert read_jsonl(transcript)[-1]["content"] == report["finalText"]
 

@@ -29,10 +29,10 @@ def test_demo_runs_offline_and_cleans_up() -> None:
     ):
         assert card in out
     assert "✗" not in out  # every tool got arguments that work
-    assert "I used 7 tool(s)." in out
-    assert " · done · 8 steps · 7 tool calls · " in out
+    assert "I used 9 tool(s)." in out
+    assert " · done · 10 steps · 9 tool calls · " in out
     assert re.search(r"^transcript +\S+/sessions/[\w-]+/transcript\.jsonl$", out, re.MULTILINE)
-    assert "run report\n  8 steps · 7 tool calls · " in out
+    assert "run report\n  10 steps · 9 tool calls · " in out
     assert "    ✓ edit_file " in out
     assert "loopwright init my-agent" in out
     assert not _workspace_in(out).exists()

@@ -28,10 +28,10 @@ def test_streams_text_tool_cards_and_footer(workspace: Path) -> None:
     assert "✓ " in out and " ms · " in out
     assert "✗ " in out and "FileNotFoundError" in out  # read_file of a missing file: an error result
     # The final answer (TestModel's) is streamed.
-    assert "I used 7 tool(s)." in out
+    assert "I used 9 tool(s)." in out
     [session] = session_ids(workspace)
     footer = out.rstrip("\n").splitlines()[-1]
-    assert footer.startswith(f"session {session} · done · 8 steps · 7 tool calls · ")
+    assert footer.startswith(f"session {session} · done · 10 steps · 9 tool calls · ")
     assert " tokens (" in footer and footer.endswith(" ms")
     assert result.stderr == ""
 
@@ -60,7 +60,7 @@ def test_json_prints_one_event_per_line_and_nothing_else(workspace: Path) -> Non
     names = [e["name"] for e in events]
     assert names[0] == "loop:start" and names[-1] == "loop:end"
     assert names[1:3] == ["loop:context", "loop:execute"]
-    assert names.count("tool:start") == names.count("tool:end") == 7
+    assert names.count("tool:start") == names.count("tool:end") == 9
     assert "stream:delta" in names and "loop:persist" in names
     run_ids = {e["runId"] for e in events}
     assert len(run_ids) == 1
@@ -74,7 +74,7 @@ def test_json_prints_one_event_per_line_and_nothing_else(workspace: Path) -> Non
     assert end["success"] is True and end["reason"] == "done"
     report = end["report"]
     assert report["id"] == start["runId"] and report["sessionId"] == start["sessionId"]
-    assert report["stepCount"] == 8 and report["toolCallCount"] == 7
+    assert report["stepCount"] == 10 and report["toolCallCount"] == 9
     text = "".join(e["content"] for e in events if e["name"] == "stream:delta")
     assert text == report["finalText"]
 

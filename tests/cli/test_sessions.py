@@ -35,7 +35,7 @@ def test_list_on_a_wide_terminal_has_a_title_column(workspace: Path, two_session
     header = result.stdout.splitlines()[0].split()
     assert header == ["id", "title", "updated", "messages", "runs", "tokens"]
     row = next(line for line in result.stdout.splitlines() if "second question" in line)
-    assert row.split()[-3:][0] == "16" and row.split()[-2] == "1"  # 16 messages, 1 run
+    assert row.split()[-3:][0] == "20" and row.split()[-2] == "1"  # 20 messages, 1 run
 
 
 def test_list_json(workspace: Path, two_sessions: list[str]) -> None:
@@ -62,13 +62,13 @@ def test_show_renders_the_transcript(workspace: Path, two_sessions: list[str]) -
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert out.startswith(f"session {session}\n  first [bold]question[/bold]\n")
-    assert "16 messages · 1 run" in out
+    assert "20 messages · 1 run" in out
     assert "\nuser · " in out and "\n  first [bold]question[/bold]\n" in out
     assert "\nassistant · test · " in out
     assert '  → read_file {"path":"example"}  call_0' in out
     assert "tool read_file · call_0 ✗ error" in out  # an error result is marked
     assert "tool list_files · call_1 ✓" in out
-    assert "I used 7 tool(s)." in out
+    assert "I used 9 tool(s)." in out
 
 
 def test_show_runs(workspace: Path, two_sessions: list[str]) -> None:
@@ -76,9 +76,9 @@ def test_show_runs(workspace: Path, two_sessions: list[str]) -> None:
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "Runs (1)" in out
-    assert "  8 steps · 7 tool calls · " in out
+    assert "  10 steps · 9 tool calls · " in out
     assert "  step 0 initial · model " in out and " in / " in out
-    assert "  step 7 tool followup · " in out
+    assert "  step 9 tool followup · " in out
     assert "    ✗ read_file " in out and "    ✓ word_count " in out
 
 
@@ -87,9 +87,9 @@ def test_show_json(workspace: Path, two_sessions: list[str]) -> None:
     document = json.loads(result.stdout)
     assert document["session"]["id"] == two_sessions[0]
     roles = [entry["role"] for entry in document["transcript"]]
-    assert roles[0] == "user" and roles[-1] == "assistant" and roles.count("tool") == 7
+    assert roles[0] == "user" and roles[-1] == "assistant" and roles.count("tool") == 9
     [run] = document["runs"]
-    assert run["stepCount"] == 8
+    assert run["stepCount"] == 10
     without_runs = json.loads(
         invoke(["sessions", "show", two_sessions[0], "-w", str(workspace), "--json"]).stdout
     )

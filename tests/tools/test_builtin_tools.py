@@ -46,6 +46,8 @@ def test_names_and_registry(workspace: Path) -> None:
         "edit_file",
         "search_files",
         "current_time",
+        "memory_write",
+        "memory_search",
     )
     tools = builtin_tools(workspace)
     assert [t.name for t in tools] == list(BUILTIN_TOOL_NAMES)
@@ -61,7 +63,8 @@ def test_unknown_name_lists_the_known_ones(workspace: Path) -> None:
         builtin_tool("rm_rf", workspace)
     assert info.value.args[0] == (
         "unknown built-in tool 'rm_rf'; known tools: "
-        "read_file, list_files, write_file, edit_file, search_files, current_time"
+        "read_file, list_files, write_file, edit_file, search_files, current_time, "
+        "memory_write, memory_search"
     )
 
 
@@ -109,6 +112,8 @@ def test_idempotence_flags(workspace: Path) -> None:
         "edit_file": False,
         "search_files": True,
         "current_time": True,
+        "memory_write": False,
+        "memory_search": True,
     }
 
 

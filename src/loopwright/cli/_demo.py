@@ -64,6 +64,8 @@ def demo_model() -> TestModel:
             },
             "write_file": {"path": "notes/demo.md", "content": _NOTE},
             "current_time": {},
+            "memory_write": {"text": "The user tried loopwright with the demo workspace.", "where": "daily"},
+            "memory_search": {"query": "loopwright demo"},
             "word_count": {"text": _README},
         },
         chunks=12,

@@ -18,7 +18,7 @@ from loopwright.loop._model_call import call_model
 from loopwright.loop._sink import EventSink
 from loopwright.loop._state import RunState
 from loopwright.loop._tools import run_tool_calls
-from loopwright.messages import AssistantMessage, ToolCall, ToolResultMessage, now_iso
+from loopwright.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage, now_iso
 from loopwright.report import StepKind, StepReport, ToolCallReport
 
 __all__ = ["execute", "keep_partial"]
@@ -45,6 +45,8 @@ async def execute(run: RunState) -> None:
                     report.final_text = _last_text(run)
                     return
                 ending, report.limit = "limit", hit.describe()
+        if run.steering:
+            await _take_steering(run)
         await compact(run, reason="threshold")
         assistant = await _step(run, step, final=ending is not None)
         calls = assistant.tool_calls
@@ -135,6 +137,19 @@ async def flush_turn(run: RunState, note: str, max_steps: int) -> None:
         # still calling tools: give the open calls' turn a close so the conversation stays valid
     finally:
         run.sink = sink
+
+
+async def _take_steering(run: RunState) -> None:
+    """Messages sent in ``steer`` mode join the conversation before the next model call."""
+    messages = [
+        UserMessage(content=text, run_id=run.run_id, timestamp=now_iso(), meta={"steer": True})
+        for text in run.steering
+    ]
+    run.steering.clear()
+    await run.setup.store.append(run.session_id, messages)
+    await run.setup.store.sync(run.session_id)
+    run.appended += len(messages)
+    run.messages.extend(messages)
 
 
 async def _limit_reached(run: RunState, hit: LimitHit) -> None:

@@ -27,7 +27,7 @@ async def intake(run: RunState) -> None:
     run.lease = await run.setup.locks.acquire(
         session_id,
         run.run_id,
-        wait=cfg.queue_timeout,
+        wait=cfg.queue_timeout if run.request.wait is None else run.request.wait,
         lease=cfg.lock_timeout,
         max_waiters=cfg.max_queue_depth,
     )

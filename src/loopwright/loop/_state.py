@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Mapping
@@ -78,6 +79,8 @@ class RunRequest:
     meta: dict[str, Any] | None = None
     limits: RunLimits | None = None
     """Overrides the agent's limits for this run."""
+    wait: float | None = None
+    """Seconds to wait for a busy session (``None``: the configured ``queue_timeout``)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -100,6 +103,13 @@ class RunState:
     """The model step being streamed, for keeping partial text if the run is cut short."""
     current_started: float = 0.0
     stop_requested: bool = False
+    aborted: bool = False
+    """Interrupted by a newer message: the work task was cancelled, the run ends ``stopped``."""
+    work: asyncio.Task[None] | None = None
+    steering: list[str] = field(default_factory=list)
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once the run has ended (report saved, lock released)."""
+    """Messages to inject before the next model call (``steer`` mode)."""
     summary: str = ""
     """The summary of compacted messages in force (part of the system prompt)."""
     memory_text: str = ""
@@ -132,6 +142,12 @@ class RunState:
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000.0
+
+    def abort(self) -> None:
+        """Stop the run now: the step in flight is cut short, completed tool calls are kept."""
+        self.aborted = True
+        if self.work is not None and not self.work.done():
+            self.work.cancel()
 
     def add_step(self, step: StepReport) -> None:
         self.report.steps.append(step)

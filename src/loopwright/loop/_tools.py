@@ -37,6 +37,9 @@ async def run_tool_calls(run: RunState, step: int, calls: Sequence[ToolCall], re
     run.open_calls = {c.id: c for c in calls}
     if not run.config.parallel_tool_calls:
         for c in calls:
+            if run.steering:  # a new user message arrived: calls not yet started are skipped
+                done.append(await _skip(run, c, "skipped: a new user message arrived"))
+                continue
             done.append(await _run_one(run, step, c))
         return
 
@@ -48,6 +51,25 @@ async def run_tool_calls(run: RunState, step: int, calls: Sequence[ToolCall], re
             tg.create_task(one(call))
     order = {c.id: i for i, c in enumerate(calls)}
     done.sort(key=lambda r: order.get(r.call_id, 0))
+
+
+async def _skip(run: RunState, call: ToolCall, why: str) -> ToolCallReport:
+    result = ToolResultMessage(
+        tool_call_id=call.id,
+        name=call.name,
+        content=why,
+        is_error=True,
+        synthetic=True,
+        run_id=run.run_id,
+        timestamp=now_iso(),
+    )
+    await run.setup.store.append(run.session_id, [result])
+    run.appended += 1
+    run.messages.append(result)
+    run.open_calls.pop(call.id, None)
+    return ToolCallReport(
+        call_id=call.id, tool_name=call.name, arguments_json=call.arguments, skipped=True, error=why
+    )
 
 
 async def _run_one(run: RunState, step: int, call: ToolCall) -> ToolCallReport:

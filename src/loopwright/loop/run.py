@@ -40,13 +40,17 @@ async def run_loop(run: RunState) -> RunReport:
         await intake(run)
         deadline = asyncio.timeout(setup.config.execution_timeout)
         async with deadline:
-            tokens = await build_context(run)
-            if sink.active:
-                await sink.emit(
-                    ContextBuilt(run_id=run.run_id, token_estimate=tokens, message_count=len(run.messages))
-                )
-                await sink.emit(ExecuteStarted(run_id=run.run_id, tool_count=len(setup.tools)))
-            await execute(run)
+            # CONTEXT and EXECUTE run in their own task, so that interrupting the run (a newer message
+            # in "interrupt" mode) stops the work without cancelling whoever awaits the report.
+            run.work = asyncio.get_running_loop().create_task(_context_and_execute(run))
+            try:
+                await run.work
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if not run.aborted or (task is not None and task.cancelling()):
+                    raise
+                run.report.reason = "stopped"
+                await _close_step(run, "stopped")
     except BaseException as exc:
         if isinstance(exc, TimeoutError) and deadline is not None and deadline.expired():
             exc = RunTimeoutError(setup.config.execution_timeout)
@@ -73,6 +77,17 @@ async def run_loop(run: RunState) -> RunReport:
     if failure is not None and _should_raise(run, failure):
         raise failure
     return run.report
+
+
+async def _context_and_execute(run: RunState) -> None:
+    setup, sink = run.setup, run.sink
+    tokens = await build_context(run)
+    if sink.active:
+        await sink.emit(
+            ContextBuilt(run_id=run.run_id, token_estimate=tokens, message_count=len(run.messages))
+        )
+        await sink.emit(ExecuteStarted(run_id=run.run_id, tool_count=len(setup.tools)))
+    await execute(run)
 
 
 def _fail(run: RunState, exc: BaseException) -> BaseException:

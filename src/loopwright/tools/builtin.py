@@ -1,4 +1,5 @@
-"""Built-in tools bound to a workspace: read, list, write, edit and search files, and tell the time.
+"""Built-in tools bound to a workspace: read, list, write, edit and search files, tell the time, and
+write and search the agent's memory (:mod:`loopwright.memory`).
 
 Every path a model gives goes through :func:`~loopwright.tools._scope.resolve_in_scope` with the
 workspace first among the roots and ``sessions/`` and ``.loopwright/`` denied, so an agent can neither
@@ -160,6 +161,22 @@ def _make_current_time(scope: _Scope) -> FunctionTool[..., Any]:
     return current_time
 
 
+# The memory tools reach only MEMORY.md and memory/*.md of the workspace (never the extra roots).
+# Imported on use: loopwright.memory imports this package, and plain file tools need no SQLite.
+
+
+def _make_memory_write(scope: _Scope) -> FunctionTool[..., Any]:
+    from loopwright.memory import memory_write_tool
+
+    return memory_write_tool(scope.roots[0])
+
+
+def _make_memory_search(scope: _Scope) -> FunctionTool[..., Any]:
+    from loopwright.memory import memory_search_tool
+
+    return memory_search_tool(scope.roots[0])
+
+
 _FACTORIES: dict[str, Callable[[_Scope], FunctionTool[..., Any]]] = {
     "read_file": _make_read_file,
     "list_files": _make_list_files,
@@ -167,6 +184,8 @@ _FACTORIES: dict[str, Callable[[_Scope], FunctionTool[..., Any]]] = {
     "edit_file": _make_edit_file,
     "search_files": _make_search_files,
     "current_time": _make_current_time,
+    "memory_write": _make_memory_write,
+    "memory_search": _make_memory_search,
 }
 
 BUILTIN_TOOL_NAMES: tuple[str, ...] = tuple(_FACTORIES)
