@@ -7,6 +7,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# These machines are shared and noisy: a property test is judged on what it finds, never on time.
+settings.register_profile("loopwright", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("loopwright")
 
 REPO = Path(__file__).resolve().parents[1]
 RECORDINGS = REPO.parent / "shared" / "fixtures" / "provider-recordings"

@@ -18,7 +18,9 @@ def test_public_api_is_exported_and_listed() -> None:
         assert hasattr(loopwright, name), name
     assert {"Agent", "tool", "ToolContext", "RunReport", "LoopConfig"} <= set(loopwright.__all__)
     public = {
-        n for n, v in vars(loopwright).items() if not n.startswith("_") and not isinstance(v, types.ModuleType)
+        n
+        for n, v in vars(loopwright).items()
+        if not n.startswith("_") and not isinstance(v, types.ModuleType)
     }
     assert public - set(loopwright.__all__) == set()
 

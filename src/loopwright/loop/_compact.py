@@ -51,6 +51,8 @@ _FLUSH_STEPS = 3
 
 #: The share of the usable window kept verbatim (the most recent messages) at a compaction.
 KEEP_FRACTION = 0.25
+#: Old large tool results are pruned from what is sent once the context passes this share of the window.
+PRUNE_FROM = 0.5
 _PER_MESSAGE = 4
 
 
@@ -63,16 +65,12 @@ def usable_window(run: RunState) -> int:
     return cfg.context_window - cfg.reserve_floor
 
 
-def context_tokens(run: RunState) -> int:
-    """The estimate of what the next call sends; counts only messages added since the last call."""
-    counted, total = run.token_cache
-    messages = run.messages
-    if counted > len(messages):
-        counted, total = 0, 0
-    for m in messages[counted:]:
-        total += message_tokens(m)
-    run.token_cache = (len(messages), total)
-    return total + len(run.system) // CHARS_PER_TOKEN
+def context_tokens(run: RunState, *, pruned: bool = True) -> int:
+    """The estimate of what the next call sends: the provider's last reported input tokens plus the
+    messages added since, each counted once. ``pruned=False`` estimates the unpruned context, an
+    upper bound that needs no pruning pass (pruning only ever shortens)."""
+    messages = run.view() if pruned else run.messages
+    return run.estimate.estimate(run.system, messages, tools=run.setup.tool_defs)
 
 
 def compose_system(run: RunState, memory: str) -> None:
@@ -86,23 +84,43 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+def _surely_small(run: RunState, limit: int) -> bool:
+    """A bound that needs no counting: the provider's last reported input tokens plus the characters
+    of every message since (a token is at least one character) stay under ``PRUNE_FROM`` of the
+    window. True on most steps of most runs, so the estimate and the pruning pass are skipped."""
+    anchor = run.estimate.anchor
+    if anchor is None:  # the run's first check: everything, tool schemas included, as characters
+        bound, start = len(run.system) + run.setup.tool_chars, 0
+    else:
+        bound, start = anchor[0], anchor[1] + 1
+    for m in run.messages[start:]:
+        bound += message_chars(m) + _PER_MESSAGE * 4
+    return bound <= limit * PRUNE_FROM
+
+
 async def compact(run: RunState, *, reason: str, force: bool = False) -> bool:
     """Compact the run's context if it is over the window (or ``force``); True if it did.
 
     Raises :class:`ContextOverflowError` (with nothing written) when even a compaction cannot make the
     context fit."""
     limit = usable_window(run)
+    if not force and _surely_small(run, limit):
+        return False
+    unpruned = context_tokens(run, pruned=False)
+    run.pruning = unpruned > limit * PRUNE_FROM
+    if not force and unpruned <= limit:
+        return False  # the unpruned context fits (pruning only ever shortens it)
     before = context_tokens(run)
     if not force and before <= limit:
         return False
     messages = run.messages
-    counts = [message_tokens(m) for m in messages]
+    counts = run.estimate.message_counts(messages)
     current_user = next(
         (i for i in range(len(messages) - 1, -1, -1) if type(messages[i]) is UserMessage), len(messages) - 1
     )
     keep = int(limit * KEEP_FRACTION)
     if force:  # asked for (manual, or the provider said "too long"): keep a third of what there is
-        keep = min(keep, before // 3)
+        keep = min(keep, sum(counts) // 3)
     cut = choose_cut(messages, counts, keep, must_keep=current_user)
     if cut is None or sum(counts[cut:]) > limit - keep // 2:
         cut = choose_cut(messages, counts, keep, must_keep=len(messages) - 1)  # cut inside this run
@@ -118,6 +136,7 @@ async def compact(run: RunState, *, reason: str, force: bool = False) -> bool:
     previous_summary, previous_messages = run.summary, run.messages
     run.summary = summary
     run.messages = kept
+    run.estimate.reset()  # the anchored range was replaced
     compose_system(run, run.memory_text)
     after = context_tokens(run)
     if after > limit:

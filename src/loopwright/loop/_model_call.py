@@ -54,9 +54,10 @@ async def call_model(
     for position, model in enumerate(models):
         attempt = 0
         while True:
+            sent = run.view() if messages is None else messages
             request = ModelRequest(
                 system=system,
-                messages=run.messages if messages is None else messages,
+                messages=sent,
                 stable_system=stable,
                 tools=tools,
                 settings=setup.settings,
@@ -68,6 +69,8 @@ async def call_model(
             try:
                 await _drain(run, sink, model.stream(request), acc, started + cfg.model_timeout, model)
                 run.current = None
+                if messages is None:
+                    _anchor(run, model, acc, len(sent))
                 return acc, (time.perf_counter() - started) * 1000.0, model
             except ModelError as exc:
                 error = exc
@@ -106,6 +109,16 @@ async def call_model(
                 )
             break
     raise AssertionError("unreachable: an agent always has at least one model")  # pragma: no cover
+
+
+def _anchor(run: RunState, model: Model, acc: StepAccumulator, sent: int) -> None:
+    """Anchor the context estimate to what the provider reported for this call."""
+    usage = acc.usage
+    reported = usage.input_tokens
+    if model.name.startswith("anthropic:"):  # Anthropic's input_tokens leave out the cached part
+        reported += usage.cache_read_tokens + usage.cache_write_tokens
+    if reported > 0:
+        run.estimate.record_actual(reported, sent - 1)
 
 
 async def _drain(

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from loopwright.config import LoopConfig
+from loopwright.context.accounting import HybridEstimate, counter_for
+from loopwright.context.pruning import PruneCache, prune_tool_results
 from loopwright.context.registry import ContextRegistry
 from loopwright.lanes.base import LockLease, SessionLocks
 from loopwright.limits import RunLimits
@@ -55,11 +57,20 @@ class RunSetup:
         return self.models[0]
 
     @property
+    def tool_chars(self) -> int:
+        """Characters of the tool definitions as sent (names, descriptions, schemas): a bound on
+        their tokens."""
+        if not self._stable or len(self._stable) < 2:
+            self.stable_prompt  # noqa: B018 - fills the cache
+        return self._stable[1][0]
+
+    @property
     def stable_prompt(self) -> str:
         """The stable layers composed (recomposed only when a layer changed)."""
         version = self.context.version
         if not self._stable or self._stable[0][0] != version:
-            self._stable[:] = [(version, self.context.flat(stable=True))]
+            chars = sum(len(t.name) + len(t.description) + len(repr(t.parameters)) for t in self.tool_defs)
+            self._stable[:] = [(version, self.context.flat(stable=True)), (chars, "")]
         return self._stable[0][1]
 
     def price_for(self, model_name: str) -> Price | None:
@@ -113,8 +124,11 @@ class RunState:
     summary: str = ""
     """The summary of compacted messages in force (part of the system prompt)."""
     memory_text: str = ""
-    token_cache: tuple[int, int] = (0, 0)
-    """(messages counted, their tokens): the context estimate grows by the new messages only."""
+    estimate: HybridEstimate = field(init=False)
+    """Tokens of the context: anchored to the provider's last reported count, plus new messages."""
+    prune_cache: PruneCache = field(default_factory=PruneCache)
+    pruning: bool = False
+    """Old large tool results are being pruned from what is sent (the context passed half the window)."""
     flushed: bool = False
     """A memory flush happened in this compaction cycle."""
     compactions: int = 0
@@ -128,6 +142,7 @@ class RunState:
 
     def __post_init__(self) -> None:
         self.session_id = self.request.session_id or new_session_id()
+        self.estimate = HybridEstimate(counter_for(self.setup.model.name))
         self.report = RunReport(
             id=self.run_id,
             session_id=self.session_id,
@@ -142,6 +157,13 @@ class RunState:
 
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started) * 1000.0
+
+    def view(self) -> list[Message]:
+        """The messages a model is sent: the context, with old large tool results pruned once the
+        context fills half the usable window (below that, pruning would save nothing that matters)."""
+        if not self.pruning:
+            return self.messages
+        return prune_tool_results(self.messages, cache=self.prune_cache)[0]
 
     def abort(self) -> None:
         """Stop the run now: the step in flight is cut short, completed tool calls are kept."""
