@@ -89,3 +89,18 @@ async def test_plain_functions_become_tools() -> None:
 
     agent = Agent(TestModel(args={"greet": {"name": "ada"}}), tools=[greet])
     assert (await agent.run("hi")).final_text == "I used 1 tool(s). greet → hello ada."
+
+
+async def test_relevant_dated_notes_are_recalled_into_the_prompt(tmp_path: Path) -> None:
+    init_workspace(tmp_path)
+    (tmp_path / "memory").mkdir(exist_ok=True)
+    (tmp_path / "memory" / "2026-01-05.md").write_text("- 10:00 The staging database password rotates on Fridays.\n")
+    (tmp_path / "memory" / "2026-02-01.md").write_text("- 09:00 Lunch was pasta.\n")
+    model = ScriptedModel(["noted", "ok"])
+    agent = Agent(model, workspace=tmp_path)
+    await agent.run("When does the staging database password rotate?")
+    system = model.requests[0].system
+    assert "## Relevant memory" in system and "rotates on Fridays" in system and "pasta" not in system
+    quiet = Agent(ScriptedModel(["ok"]), workspace=tmp_path, config={"memory_results": 0})
+    await quiet.run("When does the staging database password rotate?")
+    assert "## Relevant memory" not in quiet.model.requests[0].system  # type: ignore[attr-defined]

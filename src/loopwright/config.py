@@ -67,6 +67,8 @@ class LoopConfig(BaseModel):
     parallel_tool_calls: bool = True
     repeat_limit: int = Field(3, ge=2)
     """The same tool with the same arguments this many times in a row counts as a runaway loop."""
+    memory_results: int = Field(5, ge=0)
+    """Dated notes (memory/*.md) most relevant to the message, injected into each run's prompt (0: none)."""
     wind_down: bool = True
     """At max_tool_iterations (and at a run limit), make one last call without tools for a final answer."""
 

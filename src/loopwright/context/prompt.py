@@ -46,7 +46,9 @@ def stable_layers(
     return layers
 
 
-def dynamic_layers(*, memory: str, now: datetime, summary: str = "") -> list[ContextLayer]:
+def dynamic_layers(
+    *, memory: str, now: datetime, summary: str = "", recalled: str = ""
+) -> list[ContextLayer]:
     """The layers that change: the summary of compacted messages, memory and the current time (last,
     to keep the cached prefix)."""
     layers = []
@@ -65,6 +67,8 @@ def dynamic_layers(*, memory: str, now: datetime, summary: str = "") -> list[Con
                 name="memory", content=f"## Memory (MEMORY.md)\n{memory.strip()}", priority=100, stable=False
             )
         )
+    if recalled:
+        layers.append(ContextLayer(name="recalled", content=recalled, priority=110, stable=False))
     layers.append(
         ContextLayer(
             name="datetime",

@@ -75,7 +75,9 @@ def context_tokens(run: RunState, *, pruned: bool = True) -> int:
 
 def compose_system(run: RunState, memory: str) -> None:
     """The run's system prompt: the agent's stable prefix, then summary, memory and the time."""
-    dynamic = compose_system_prompt(dynamic_layers(memory=memory, now=_now(), summary=run.summary))
+    dynamic = compose_system_prompt(
+        dynamic_layers(memory=memory, now=_now(), summary=run.summary, recalled=run.recalled)
+    )
     run.memory_text = memory
     run.system = f"{run.setup.stable_prompt}\n\n{dynamic}"
 

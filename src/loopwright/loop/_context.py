@@ -19,6 +19,14 @@ async def build_context(run: RunState) -> int:
     """Prepare ``run.messages`` (the context the model sees) and ``run.system``; record the user
     message; flush memory or compact when the context nears the window. Returns the token estimate."""
     await load_context(run)
+    if run.setup.workspace is not None and run.config.memory_results:
+        from loopwright.memory import memory_context  # SQLite only for workspaces that have notes
+
+        run.recalled = await memory_context(
+            run.setup.workspace, run.request.message, run.config.memory_results, source="daily"
+        )
+        if run.recalled:
+            compose_system(run, run.memory_text)
     await flush_memory(run)
     store = run.setup.store
     user = UserMessage(

@@ -124,6 +124,8 @@ class RunState:
     summary: str = ""
     """The summary of compacted messages in force (part of the system prompt)."""
     memory_text: str = ""
+    recalled: str = ""
+    """Dated notes relevant to this run's message (``## Relevant memory``)."""
     estimate: HybridEstimate = field(init=False)
     """Tokens of the context: anchored to the provider's last reported count, plus new messages."""
     prune_cache: PruneCache = field(default_factory=PruneCache)
