@@ -94,7 +94,9 @@ async def test_plain_functions_become_tools() -> None:
 async def test_relevant_dated_notes_are_recalled_into_the_prompt(tmp_path: Path) -> None:
     init_workspace(tmp_path)
     (tmp_path / "memory").mkdir(exist_ok=True)
-    (tmp_path / "memory" / "2026-01-05.md").write_text("- 10:00 The staging database password rotates on Fridays.\n")
+    (tmp_path / "memory" / "2026-01-05.md").write_text(
+        "- 10:00 The staging database password rotates on Fridays.\n"
+    )
     (tmp_path / "memory" / "2026-02-01.md").write_text("- 09:00 Lunch was pasta.\n")
     model = ScriptedModel(["noted", "ok"])
     agent = Agent(model, workspace=tmp_path)
