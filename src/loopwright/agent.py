@@ -15,6 +15,7 @@ from loopwright.context.registry import ContextRegistry
 from loopwright.errors import ConfigError
 from loopwright.events import RunEnded, RunEvent, RunStarted
 from loopwright.lanes.base import SessionLocks
+from loopwright.lanes.capacity import RunSlots
 from loopwright.lanes.local import LocalSessionLocks
 from loopwright.lanes.modes import ModeRouter
 from loopwright.limits import RunLimits
@@ -126,6 +127,7 @@ class Agent:
             settings=self.settings,
             limits=limits,
             prices=self.prices,
+            slots=RunSlots(self.config.max_concurrent_runs) if self.config.max_concurrent_runs else None,
         )
 
     @classmethod

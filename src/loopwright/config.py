@@ -51,6 +51,8 @@ class LoopConfig(BaseModel):
     collect_debounce: float = Field(0.5, ge=0)
     """``collect`` mode: how long to wait for more messages before delivering the batch."""
     queue_timeout: float = Field(30.0, ge=0)
+    max_concurrent_runs: int = Field(0, ge=0)
+    """The global lane: at most this many runs of the agent at once across sessions (0: no cap)."""
     max_queue_depth: int = Field(10, ge=0)
     lock_timeout: float = Field(900.0, gt=0)
     # retry settings

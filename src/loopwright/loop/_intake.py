@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from loopwright.errors import EmptyMessageError, MessageTooLargeError, RunError
 from loopwright.loop._state import RunState
 from loopwright.sessions.base import SessionInfo, validate_session_id
@@ -31,6 +33,15 @@ async def intake(run: RunState) -> None:
         lease=cfg.lock_timeout,
         max_waiters=cfg.max_queue_depth,
     )
+    if run.setup.slots is not None:
+        remaining = max(
+            0.0,
+            run.lease.acquired_at
+            + (cfg.queue_timeout if run.request.wait is None else run.request.wait)
+            - time.time(),
+        )
+        await run.setup.slots.acquire(session_id, remaining)
+        run.has_slot = True
     store = run.setup.store
     info = await store.get(session_id)
     if info is None:

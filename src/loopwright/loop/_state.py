@@ -15,6 +15,7 @@ from loopwright.context.accounting import HybridEstimate, counter_for
 from loopwright.context.pruning import PruneCache, prune_tool_results
 from loopwright.context.registry import ContextRegistry
 from loopwright.lanes.base import LockLease, SessionLocks
+from loopwright.lanes.capacity import RunSlots
 from loopwright.limits import RunLimits
 from loopwright.loop._sink import EventSink
 from loopwright.messages import Message, ToolCall
@@ -47,6 +48,8 @@ class RunSetup:
     memory_path: Path | None = None
     settings: ModelSettings = ModelSettings()
     limits: RunLimits | None = None
+    slots: RunSlots | None = None
+    """The global lane (``max_concurrent_runs``), when capped."""
     prices: PriceTable = field(default_factory=PriceTable.default)
     _prices_seen: dict[str, Price | None] = field(default_factory=dict)
 
@@ -114,6 +117,7 @@ class RunState:
     """The model step being streamed, for keeping partial text if the run is cut short."""
     current_started: float = 0.0
     stop_requested: bool = False
+    has_slot: bool = False
     aborted: bool = False
     """Interrupted by a newer message: the work task was cancelled, the run ends ``stopped``."""
     work: asyncio.Task[None] | None = None

@@ -64,11 +64,16 @@ async def run_loop(run: RunState) -> RunReport:
                 )
             )
         if run.lease is not None:
-            if sink.active:
-                await sink.emit(PersistStarted(run_id=run.run_id))
             try:
-                await persist(run)
+                if run.session is not None:  # accepted: there is something to persist
+                    if sink.active:
+                        await sink.emit(PersistStarted(run_id=run.run_id))
+                    await persist(run)
+                else:
+                    run.report.completed_at = time.time()
             finally:
+                if run.has_slot and setup.slots is not None:
+                    setup.slots.release()
                 await setup.locks.release(run.lease)
         else:
             run.report.completed_at = time.time()
