@@ -31,8 +31,9 @@ async def execute(run: RunState) -> None:
     max_steps = run.config.max_tool_iterations
     step = 0
     ending: str | None = None  # set when the next call is the last, tool-less one
+    run.executing = True
     while True:
-        if run.stop_requested:
+        if run.stop_requested or run.aborted:
             report.reason = "stopped"
             report.final_text = _last_text(run)
             return

@@ -118,6 +118,8 @@ class RunState:
     current_started: float = 0.0
     stop_requested: bool = False
     has_slot: bool = False
+    executing: bool = False
+    """In EXECUTE: an abort cancels the work at once (before, it waits for the message to be saved)."""
     aborted: bool = False
     """Interrupted by a newer message: the work task was cancelled, the run ends ``stopped``."""
     work: asyncio.Task[None] | None = None
@@ -172,9 +174,10 @@ class RunState:
         return prune_tool_results(self.messages, cache=self.prune_cache)[0]
 
     def abort(self) -> None:
-        """Stop the run now: the step in flight is cut short, completed tool calls are kept."""
+        """Stop the run now: the step in flight is cut short, completed tool calls are kept. A run
+        still in CONTEXT first records its user message (it was accepted), then stops."""
         self.aborted = True
-        if self.work is not None and not self.work.done():
+        if self.executing and self.work is not None and not self.work.done():
             self.work.cancel()
 
     def add_step(self, step: StepReport) -> None:
