@@ -131,6 +131,8 @@ class RunReport:
     steps: list[StepReport] = field(default_factory=list)
     retries: int = 0
     """Model calls that failed and were tried again."""
+    queued_ms: float = 0.0
+    """Time spent waiting for the session (and a run slot) before the run could start."""
     limit: str | None = None
     """The limit that ended the run (``reason == "limit"``), e.g. ``"total_tokens 51000 of 50000"``."""
 
@@ -204,6 +206,7 @@ class RunReport:
             "totalUsage": self.total_usage.to_dict(),
             "totalCostUsd": self.total_cost_usd,
             "retries": self.retries,
+            "queuedMs": self.queued_ms,
             "limit": self.limit,
             "totalLlmTimeMs": self.total_llm_time_ms,
             "totalToolTimeMs": self.total_tool_time_ms,
@@ -224,5 +227,6 @@ class RunReport:
             error_type=d.get("errorType"),
             steps=[StepReport.from_dict(s) for s in d.get("steps", [])],
             retries=d.get("retries", 0),
+            queued_ms=d.get("queuedMs", 0.0),
             limit=d.get("limit"),
         )

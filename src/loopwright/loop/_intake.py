@@ -26,22 +26,15 @@ async def intake(run: RunState) -> None:
     cfg = run.config
     validate_message(run.request.message, cfg.max_message_bytes)
     session_id = validate_session_id(run.session_id)
+    wait = cfg.queue_timeout if run.request.wait is None else run.request.wait
+    waiting = time.perf_counter()
     run.lease = await run.setup.locks.acquire(
-        session_id,
-        run.run_id,
-        wait=cfg.queue_timeout if run.request.wait is None else run.request.wait,
-        lease=cfg.lock_timeout,
-        max_waiters=cfg.max_queue_depth,
+        session_id, run.run_id, wait=wait, lease=cfg.lock_timeout, max_waiters=cfg.max_queue_depth
     )
-    if run.setup.slots is not None:
-        remaining = max(
-            0.0,
-            run.lease.acquired_at
-            + (cfg.queue_timeout if run.request.wait is None else run.request.wait)
-            - time.time(),
-        )
-        await run.setup.slots.acquire(session_id, remaining)
+    if run.setup.slots is not None:  # the global lane; what waiting for the session took counts
+        await run.setup.slots.acquire(session_id, max(0.0, wait - (time.perf_counter() - waiting)))
         run.has_slot = True
+    run.report.queued_ms = (time.perf_counter() - waiting) * 1000.0
     store = run.setup.store
     info = await store.get(session_id)
     if info is None:
