@@ -4,39 +4,65 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from loopwright.config import LoopConfig, QueueMode
 from loopwright.context.prompt import stable_layers
 from loopwright.context.registry import ContextRegistry
-from loopwright.errors import ConfigError
+from loopwright.errors import ConfigError, LoopwrightError, NotFoundError
 from loopwright.events import RunEnded, RunEvent, RunStarted
 from loopwright.lanes.base import SessionLocks
 from loopwright.lanes.capacity import RunSlots
 from loopwright.lanes.local import LocalSessionLocks
 from loopwright.lanes.modes import ModeRouter
 from loopwright.limits import RunLimits
+from loopwright.loop._intake import validate_message
 from loopwright.loop._sink import EventSink, Listener, Listeners
 from loopwright.loop._state import RunRequest, RunSetup, RunState
 from loopwright.loop.maintenance import CompactionResult, compact_session, uncompact_session
 from loopwright.loop.run import run_loop
+from loopwright.messages import UserMessage
 from loopwright.models._registry import resolve_chain
 from loopwright.models.base import Model, ModelSettings
 from loopwright.models.pricing import PriceTable
 from loopwright.report import RunReport
 from loopwright.sessions._codec import Entry
-from loopwright.sessions.base import SessionInfo, SessionStore
+from loopwright.sessions.base import SessionInfo, SessionStore, new_session_id, validate_session_id
 from loopwright.sessions.file import FileSessionStore
 from loopwright.sessions.memory import MemorySessionStore
+from loopwright.sessions.queue import MAX_ATTEMPTS, FileQueue, MemoryQueue, QueuedRequest, QueueStore
 from loopwright.sessions.transfer import export_session, fork_session, import_session
 from loopwright.tools._function import tool as make_tool
 from loopwright.tools.base import Tool
 from loopwright.workspace import AgentDefinition, Workspace
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "Recovery", "Ticket"]
+
+log = logging.getLogger("loopwright")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ticket:
+    """A submitted message: it is safely queued; :meth:`Agent.wait` gives its report."""
+
+    request_id: str
+    session_id: str
+    accepted_at: str
+
+
+@dataclass(slots=True)
+class Recovery:
+    """What :meth:`Agent.recover` found queued after a restart."""
+
+    resumed: list[QueuedRequest] = field(default_factory=list)
+    reported: list[QueuedRequest] = field(default_factory=list)
+    set_aside: list[QueuedRequest] = field(default_factory=list)
+
 
 #: One lock table per process, shared by every agent: two agents on one workspace never run the
 #: same session at once.
@@ -106,6 +132,10 @@ class Agent:
         self._listeners = Listeners()
         self._active: dict[str, RunState] = {}
         self._modes = ModeRouter()
+        self._worker: asyncio.TaskGroup | None = None
+        self._tickets: dict[str, asyncio.Future[RunReport]] = {}
+        self.queue: QueueStore = FileQueue(self.workspace.sessions_dir) if self.workspace else MemoryQueue()
+        """Where submitted messages wait (on disk beside the sessions for a workspace agent)."""
         tool_defs = tuple(t.definition() for t in self.tools.values())
         workspace_root = self.workspace.root if self.workspace else None
         self.context = ContextRegistry(
@@ -272,10 +302,110 @@ class Agent:
                 await close()
 
     async def __aenter__(self) -> Agent:
+        """Start the agent's worker (for :meth:`submit`) and recover what a crash left queued."""
+        self._worker = asyncio.TaskGroup()
+        await self._worker.__aenter__()
+        await self.recover()
         return self
 
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
+    async def __aexit__(self, *exc_info: Any) -> None:
+        worker, self._worker = self._worker, None
+        try:
+            if worker is not None:
+                await worker.__aexit__(*exc_info)
+        finally:
+            await self.aclose()
+
+    # --- the durable queue ------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        message: str,
+        *,
+        session_id: str | None = None,
+        mode: QueueMode | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> Ticket:
+        """Accept a message: it is on disk (synced) when this returns, and runs in the background.
+        Wait for it with :meth:`wait`. Needs ``async with agent:`` (the worker that runs it)."""
+        if self._worker is None:
+            raise ConfigError("submit() needs the agent's worker: use `async with Agent(...) as agent:`")
+        validate_message(message, self.config.max_message_bytes)
+        request = QueuedRequest(
+            session_id=validate_session_id(session_id or new_session_id()), message=message
+        )
+        request.mode = mode
+        request.meta = {**(meta or {}), "request_id": request.request_id}
+        await self.queue.put(request)
+        self._start(request)
+        return Ticket(
+            request_id=request.request_id, session_id=request.session_id, accepted_at=request.accepted_at
+        )
+
+    async def wait(self, ticket: Ticket) -> RunReport:
+        """The report of a submitted message's run. Bound it with ``asyncio.timeout``: a wait that
+        times out does not stop the run."""
+        future = self._tickets.get(ticket.request_id)
+        if future is None:
+            raise NotFoundError("request", ticket.request_id)
+        return await asyncio.shield(future)
+
+    async def recover(self) -> Recovery:
+        """Run or report what a crash left in the queue; see :mod:`loopwright.sessions.queue`."""
+        recovery = Recovery()
+        for request in await self.queue.pending():
+            if request.request_id in self._tickets:
+                continue  # ours, running now
+            if await self._recorded(request):
+                await self.queue.done(request)
+                recovery.reported.append(request)
+                log.warning(
+                    "request %s of session %s was interrupted by a restart after it started; "
+                    "its session was repaired and it is not run again",
+                    request.request_id,
+                    request.session_id,
+                )
+            elif request.attempts >= MAX_ATTEMPTS:
+                reason = f"started {request.attempts} times and never recorded; set aside"
+                await self.queue.set_aside(request, reason)
+                recovery.set_aside.append(request)
+                log.error("request %s of session %s: %s", request.request_id, request.session_id, reason)
+            else:
+                self._start(request)
+                recovery.resumed.append(request)
+        return recovery
+
+    def _start(self, request: QueuedRequest) -> None:
+        assert self._worker is not None
+        future: asyncio.Future[RunReport] = asyncio.get_running_loop().create_future()
+        self._tickets[request.request_id] = future
+        self._worker.create_task(self._process(request, future))
+
+    async def _process(self, request: QueuedRequest, future: asyncio.Future[RunReport]) -> None:
+        request.attempts += 1
+        await self.queue.update(request)
+        try:
+            report = await self.run(
+                request.message,
+                session_id=request.session_id,
+                meta=request.meta,
+                mode=request.mode,  # type: ignore[arg-type]
+            )
+        except LoopwrightError as exc:
+            future.set_exception(exc)
+            future.exception()  # the waiter, if any, gets it; nobody waiting is fine too
+        else:
+            future.set_result(report)
+        finally:
+            await self.queue.done(request)
+
+    async def _recorded(self, request: QueuedRequest) -> bool:
+        if await self.store.get(request.session_id) is None:
+            return False
+        for entry in (await self.store.load(request.session_id)).entries:
+            if type(entry) is UserMessage and (entry.meta or {}).get("request_id") == request.request_id:
+                return True
+        return False
 
     # --- sessions ---------------------------------------------------------------------------------
 
