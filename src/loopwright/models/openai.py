@@ -219,10 +219,10 @@ class OpenAIModel:
         for model_event in state.end():
             yield model_event
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        body = self.request_body(request, stream=False)
+    async def _post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST a non-streaming request; the JSON object it answers, or a ModelError."""
         try:
-            data = await self.client.post("/chat/completions", body=body, cast_to=object)
+            data = await self.client.post(path, body=body, cast_to=object)
         except openai.OpenAIError as exc:
             raise self._error(exc) from exc
         if isinstance(data, str):
@@ -232,6 +232,10 @@ class OpenAIModel:
                 raise self._fail(f"the response is not JSON: {data[:200]!r}", retryable=True) from None
         if not isinstance(data, dict):
             raise self._fail(f"unexpected response body: {str(data)[:200]!r}")
+        return data
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        data = await self._post_json("/chat/completions", self.request_body(request, stream=False))
         if data.get("error"):
             error = data["error"]
             raise self._payload_error(error if isinstance(error, dict) else data, status=None)

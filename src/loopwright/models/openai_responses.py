@@ -143,18 +143,7 @@ class OpenAIResponsesModel(OpenAIModel):
             yield model_event
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        body = self.request_body(request, stream=False)
-        try:
-            data = await self.client.post("/responses", body=body, cast_to=object)
-        except openai.OpenAIError as exc:
-            raise self._error(exc) from exc
-        if isinstance(data, str):
-            try:
-                data = json.loads(data)
-            except ValueError:
-                raise self._fail(f"the response is not JSON: {data[:200]!r}", retryable=True) from None
-        if not isinstance(data, dict):
-            raise self._fail(f"unexpected response body: {str(data)[:200]!r}")
+        data = await self._post_json("/responses", self.request_body(request, stream=False))
         try:
             return _parse_response(data)
         except _Failed as failed:
