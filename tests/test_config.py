@@ -61,3 +61,15 @@ def test_model_precedence(tmp_path: Path) -> None:
     env = {"LOOPWRIGHT_MODEL": "openai:from-env"}
     assert Agent(workspace=tmp_path, environ=env).model.name == "openai:from-env"
     assert Agent("test", workspace=tmp_path, environ=env).model.name == "test"
+
+
+def test_a_lock_lease_must_outlive_a_run() -> None:
+    with pytest.raises(ConfigError, match="lock_timeout .* must be longer than execution_timeout"):
+        LoopConfig.resolve(overrides={"execution_timeout": 1000, "lock_timeout": 900})
+
+
+def test_workspace_agents_lock_across_processes(tmp_path: Path) -> None:
+    from loopwright.lanes import FileSessionLocks, LocalSessionLocks
+
+    assert isinstance(Agent(workspace=tmp_path)._locks, FileSessionLocks)
+    assert isinstance(Agent()._locks, LocalSessionLocks)

@@ -18,6 +18,7 @@ from loopwright.errors import ConfigError, LoopwrightError, NotFoundError
 from loopwright.events import RunEnded, RunEvent, RunStarted
 from loopwright.lanes.base import SessionLocks
 from loopwright.lanes.capacity import RunSlots
+from loopwright.lanes.file import FileSessionLocks
 from loopwright.lanes.local import LocalSessionLocks
 from loopwright.lanes.modes import ModeRouter
 from loopwright.limits import RunLimits
@@ -128,7 +129,15 @@ class Agent:
         if store is None:
             store = FileSessionStore(self.workspace.sessions_dir) if self.workspace else MemorySessionStore()
         self.store = store
-        self._locks = locks or _PROCESS_LOCKS
+        if locks is None:
+            # Workspace sessions are shared with other processes (two `loopwright run`s): a lock file
+            # beside each session; inside this process, the shared table keeps FIFO order.
+            locks = (
+                FileSessionLocks(self.workspace.sessions_dir, local=_PROCESS_LOCKS)
+                if self.workspace
+                else _PROCESS_LOCKS
+            )
+        self._locks = locks
         self._listeners = Listeners()
         self._active: dict[str, RunState] = {}
         self._modes = ModeRouter()

@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from loopwright.errors import ConfigError
@@ -73,6 +73,15 @@ class LoopConfig(BaseModel):
     """Dated notes (memory/*.md) most relevant to the message, injected into each run's prompt (0: none)."""
     wind_down: bool = True
     """At max_tool_iterations (and at a run limit), make one last call without tools for a final answer."""
+
+    @model_validator(mode="after")
+    def _lease_outlives_a_run(self) -> LoopConfig:
+        if self.lock_timeout <= self.execution_timeout:
+            raise ValueError(
+                f"lock_timeout ({self.lock_timeout:g} s) must be longer than execution_timeout "
+                f"({self.execution_timeout:g} s), or a live run's lock could be taken over"
+            )
+        return self
 
     @classmethod
     def field_names(cls) -> frozenset[str]:
