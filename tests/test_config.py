@@ -64,7 +64,7 @@ def test_model_precedence(tmp_path: Path) -> None:
 
 
 def test_a_lock_lease_must_outlive_a_run() -> None:
-    with pytest.raises(ConfigError, match="lock_timeout .* must be longer than execution_timeout"):
+    with pytest.raises(ConfigError, match=r"lock_timeout .* must be longer than execution_timeout"):
         LoopConfig.resolve(overrides={"execution_timeout": 1000, "lock_timeout": 900})
 
 
