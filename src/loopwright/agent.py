@@ -111,7 +111,9 @@ class Agent:
             self.config = LoopConfig.resolve(
                 overrides=config, environ=env, frontmatter=definition.loop if definition else None
             )
-        self.models = resolve_chain(self._model_spec(model, definition, env), base_url=base_url)
+        self.models = resolve_chain(
+            self._model_spec(model, definition, env), base_url=base_url, timeout=self.config.model_timeout
+        )
         self.model = self.models[0]
         if prices is None:
             self.prices = PriceTable.default()

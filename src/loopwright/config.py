@@ -61,7 +61,8 @@ class LoopConfig(BaseModel):
     max_retry_delay: float = Field(60.0, ge=0)
     """No wait between retries is longer than this, whatever a provider's retry-after asks."""
     model_timeout: float = Field(300.0, gt=0)
-    """Seconds one model call may take (streaming included); it is then retried or ends the run."""
+    """The timeout of the providers' HTTP clients (for models named by a string): a call whose
+    server stays silent that long fails as retryable; its partial text is kept if it ends the run."""
     # input and output caps
     max_message_bytes: int = Field(DEFAULT_MAX_MESSAGE_BYTES, gt=0)
     max_tool_result_chars: int = Field(8_000, gt=0)

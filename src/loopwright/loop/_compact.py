@@ -79,17 +79,21 @@ def compose_system(run: RunState, memory: str) -> None:
         dynamic_layers(memory=memory, now=_now(), summary=run.summary, recalled=run.recalled)
     )
     run.memory_text = memory
-    run.system = f"{run.setup.stable_prompt}\n\n{dynamic}"
+    run.stable_prompt = run.setup.stable_prompt
+    run.system = f"{run.stable_prompt}\n\n{dynamic}"
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _surely_small(run: RunState, limit: int) -> bool:
+def surely_small(run: RunState, limit: int | None = None) -> bool:
     """A bound that needs no counting: the provider's last reported input tokens plus the characters
     of every message since (a token is at least one character) stay under ``PRUNE_FROM`` of the
     window. True on most steps of most runs, so the estimate and the pruning pass are skipped."""
+    if limit is None:
+        cfg = run.setup.config
+        limit = cfg.context_window - cfg.reserve_floor
     anchor = run.estimate.anchor
     if anchor is None:  # the run's first check: everything, tool schemas included, as characters
         bound, start = len(run.system) + run.setup.tool_chars, 0
@@ -106,7 +110,7 @@ async def compact(run: RunState, *, reason: str, force: bool = False) -> bool:
     Raises :class:`ContextOverflowError` (with nothing written) when even a compaction cannot make the
     context fit."""
     limit = usable_window(run)
-    if not force and _surely_small(run, limit):
+    if not force and surely_small(run, limit):
         return False
     unpruned = context_tokens(run, pruned=False)
     run.pruning = unpruned > limit * PRUNE_FROM

@@ -12,7 +12,7 @@ import time
 
 from loopwright.errors import ContextLengthExceededError
 from loopwright.events import LimitReached, StepEnded
-from loopwright.loop._compact import compact
+from loopwright.loop._compact import compact, surely_small
 from loopwright.loop._limits import WIND_DOWN_NOTE, LimitHit, check_limits
 from loopwright.loop._model_call import call_model
 from loopwright.loop._sink import EventSink
@@ -48,7 +48,8 @@ async def execute(run: RunState) -> None:
                 ending, report.limit = "limit", hit.describe()
         if run.steering:
             await _take_steering(run)
-        await compact(run, reason="threshold")
+        if not surely_small(run):
+            await compact(run, reason="threshold")
         assistant = await _step(run, step, final=ending is not None)
         calls = assistant.tool_calls
         if ending is not None:

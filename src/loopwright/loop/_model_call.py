@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 
 from loopwright.errors import ModelError
 from loopwright.events import ModelFallback, ModelRetry, StepDiscarded, StepStarted, TextChunk, ThinkingChunk
-from loopwright.loop._eager import start_eagerly
 from loopwright.loop._sink import EventSink
 from loopwright.loop._state import RunState
 from loopwright.messages import Message
@@ -49,7 +48,7 @@ async def call_model(
         await sink.emit(StepStarted(run_id=run.run_id, step=step))
     if system is None:
         system = run.system if note is None else f"{run.system}\n\n{note}"
-    stable = setup.stable_prompt if messages is None else ""
+    stable = run.stable_prompt if messages is None else ""
     models = setup.models
     for position, model in enumerate(models):
         attempt = 0
@@ -67,13 +66,28 @@ async def call_model(
             acc = run.current = StepAccumulator()
             started = run.current_started = time.perf_counter()
             try:
-                await _drain(run, sink, model.stream(request), acc, started + cfg.model_timeout, model)
-                run.current = None
-                if messages is None:
-                    _anchor(run, model, acc, len(sent))
-                return acc, (time.perf_counter() - started) * 1000.0, model
+                # The provider enforces the model timeout (its HTTP client's, set from model_timeout
+                # when the agent builds it), so reading the stream needs no timer of ours here.
+                add = acc.add
+                if sink.active:
+                    async for event in model.stream(request):
+                        add(event)
+                        await _forward(run, sink, event)
+                else:
+                    async for event in model.stream(request):
+                        add(event)
             except ModelError as exc:
                 error = exc
+            else:
+                run.current = None
+                if messages is None:
+                    usage = acc.usage
+                    reported = usage.input_tokens
+                    if model.name.startswith("anthropic:"):  # Anthropic reports the cached part apart
+                        reported += usage.cache_read_tokens + usage.cache_write_tokens
+                    if reported > 0:  # anchor the context estimate to the provider's count
+                        run.estimate.record_actual(reported, len(sent) - 1)
+                return acc, (time.perf_counter() - started) * 1000.0, model
             if acc.streamed and sink.active:
                 await sink.emit(StepDiscarded(run_id=run.run_id, step=step, reason=str(error)))
             if error.retryable and attempt < cfg.max_retries:
@@ -111,78 +125,6 @@ async def call_model(
     raise AssertionError("unreachable: an agent always has at least one model")  # pragma: no cover
 
 
-def _anchor(run: RunState, model: Model, acc: StepAccumulator, sent: int) -> None:
-    """Anchor the context estimate to what the provider reported for this call."""
-    usage = acc.usage
-    reported = usage.input_tokens
-    if model.name.startswith("anthropic:"):  # Anthropic's input_tokens leave out the cached part
-        reported += usage.cache_read_tokens + usage.cache_write_tokens
-    if reported > 0:
-        run.estimate.record_actual(reported, sent - 1)
-
-
-async def _drain(
-    run: RunState,
-    sink: EventSink,
-    stream: AsyncIterator[ModelEvent],
-    acc: StepAccumulator,
-    deadline: float,
-    model: Model,
-) -> None:
-    """Feed ``stream`` into ``acc`` (and text to the sink) until it ends or ``deadline`` passes.
-
-    A model that answers without ever waiting (test models, cached answers) is read in place with no
-    timer; the deadline is armed at the stream's first real wait, once for the rest of the stream."""
-    active = sink.active
-    add = acc.add
-    try:
-        while True:
-            try:
-                done, event, pending = start_eagerly(stream.__anext__())
-            except StopAsyncIteration:
-                return
-            if not done:
-                await _drain_waiting(run, sink, stream, acc, deadline, model, pending)
-                return
-            assert event is not None
-            add(event)
-            if active:
-                await _forward(run, sink, event)
-    finally:
-        await _close(stream)
-
-
-async def _drain_waiting(
-    run: RunState,
-    sink: EventSink,
-    stream: AsyncIterator[ModelEvent],
-    acc: StepAccumulator,
-    deadline: float,
-    model: Model,
-    pending: object,
-) -> None:
-    loop_deadline = asyncio.get_running_loop().time() + (deadline - time.perf_counter())
-    add, active = acc.add, sink.active
-    try:
-        async with asyncio.timeout_at(loop_deadline):
-            event: ModelEvent = await pending  # type: ignore[misc]
-            add(event)
-            if active:
-                await _forward(run, sink, event)
-            async for event in stream:
-                add(event)
-                if active:
-                    await _forward(run, sink, event)
-    except TimeoutError:
-        timeout = run.setup.config.model_timeout
-        raise ModelError(
-            f"no complete answer within {timeout:g} s",
-            provider=model.name.split(":")[0],
-            model=model.name,
-            retryable=True,
-        ) from None
-
-
 async def _forward(run: RunState, sink: EventSink, event: ModelEvent) -> None:
     if type(event) is TextDelta:
         if event.text:
@@ -192,9 +134,3 @@ async def _forward(run: RunState, sink: EventSink, event: ModelEvent) -> None:
 
 
 _SILENT = EventSink()
-
-
-async def _close(stream: AsyncIterator[ModelEvent]) -> None:
-    aclose = getattr(stream, "aclose", None)
-    if aclose is not None:
-        await aclose()

@@ -122,7 +122,8 @@ class RunState:
     """In EXECUTE: an abort cancels the work at once (before, it waits for the message to be saved)."""
     aborted: bool = False
     """Interrupted by a newer message: the work task was cancelled, the run ends ``stopped``."""
-    work: asyncio.Task[None] | None = None
+    task: asyncio.Task[Any] | None = None
+    """The task running CONTEXT and EXECUTE (what an interrupt cancels)."""
     steering: list[str] = field(default_factory=list)
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     """Set once the run has ended (report saved, lock released)."""
@@ -130,6 +131,8 @@ class RunState:
     summary: str = ""
     """The summary of compacted messages in force (part of the system prompt)."""
     memory_text: str = ""
+    stable_prompt: str = ""
+    """The agent's stable prefix for this run (composed once per run)."""
     recalled: str = ""
     """Dated notes relevant to this run's message (``## Relevant memory``)."""
     estimate: HybridEstimate = field(init=False)
@@ -176,9 +179,11 @@ class RunState:
     def abort(self) -> None:
         """Stop the run now: the step in flight is cut short, completed tool calls are kept. A run
         still in CONTEXT first records its user message (it was accepted), then stops."""
+        if self.aborted:
+            return
         self.aborted = True
-        if self.executing and self.work is not None and not self.work.done():
-            self.work.cancel()
+        if self.executing and self.task is not None and not self.task.done():
+            self.task.cancel()
 
     def add_step(self, step: StepReport) -> None:
         self.report.steps.append(step)

@@ -40,15 +40,17 @@ async def run_loop(run: RunState) -> RunReport:
         await intake(run)
         deadline = asyncio.timeout(setup.config.execution_timeout)
         async with deadline:
-            # CONTEXT and EXECUTE run in their own task, so that interrupting the run (a newer message
-            # in "interrupt" mode) stops the work without cancelling whoever awaits the report.
-            run.work = asyncio.get_running_loop().create_task(_context_and_execute(run))
+            run.task = asyncio.current_task()
             try:
-                await run.work
+                await _context_and_execute(run)
             except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if not run.aborted or (task is not None and task.cancelling()):
+                # Interrupted by a newer message ("interrupt" mode): that cancellation is ours to
+                # absorb — the run ends "stopped" and its caller gets the report. Any other
+                # cancellation (the caller's, the deadline's) goes on.
+                task = run.task
+                if not run.aborted or task is None or task.cancelling() != 1:
                     raise
+                task.uncancel()
                 run.report.reason = "stopped"
                 await _close_step(run, "stopped")
     except BaseException as exc:

@@ -17,16 +17,16 @@ __all__ = ["KNOWN_FORMS", "resolve_chain", "resolve_model"]
 
 BASE_URL_ENV = "LOOPWRIGHT_BASE_URL"
 
-_Factory = Callable[[str, str | None, str | None], Model]
+_Factory = Callable[[str, str | None, str | None, float], Model]
 
 
-def _openai(model: str, base_url: str | None, api_key: str | None) -> Model:
+def _openai(model: str, base_url: str | None, api_key: str | None, timeout: float) -> Model:
     from loopwright.models.openai import OpenAIModel
 
-    return OpenAIModel(model, base_url=base_url, api_key=api_key)
+    return OpenAIModel(model, base_url=base_url, api_key=api_key, timeout=timeout)
 
 
-def _openai_compatible(model: str, base_url: str | None, api_key: str | None) -> Model:
+def _openai_compatible(model: str, base_url: str | None, api_key: str | None, timeout: float) -> Model:
     from loopwright.models.openai import OpenAIModel
 
     url = base_url or os.environ.get(BASE_URL_ENV)
@@ -35,25 +35,25 @@ def _openai_compatible(model: str, base_url: str | None, api_key: str | None) ->
             f"model 'openai-compatible:{model}' needs the server's base URL: pass base_url=... "
             f"(for example 'http://localhost:8000/v1') or set {BASE_URL_ENV}"
         )
-    return OpenAIModel(model, base_url=url, api_key=api_key, provider="openai-compatible")
+    return OpenAIModel(model, base_url=url, api_key=api_key, provider="openai-compatible", timeout=timeout)
 
 
-def _openai_responses(model: str, base_url: str | None, api_key: str | None) -> Model:
+def _openai_responses(model: str, base_url: str | None, api_key: str | None, timeout: float) -> Model:
     from loopwright.models.openai_responses import OpenAIResponsesModel
 
-    return OpenAIResponsesModel(model, base_url=base_url, api_key=api_key)
+    return OpenAIResponsesModel(model, base_url=base_url, api_key=api_key, timeout=timeout)
 
 
-def _anthropic(model: str, base_url: str | None, api_key: str | None) -> Model:
+def _anthropic(model: str, base_url: str | None, api_key: str | None, timeout: float) -> Model:
     from loopwright.models.anthropic import AnthropicModel
 
-    return AnthropicModel(model, base_url=base_url, api_key=api_key)
+    return AnthropicModel(model, base_url=base_url, api_key=api_key, timeout=timeout)
 
 
 OLLAMA_DEFAULT = "http://127.0.0.1:11434"
 
 
-def _ollama(model: str, base_url: str | None, api_key: str | None) -> Model:
+def _ollama(model: str, base_url: str | None, api_key: str | None, timeout: float) -> Model:
     """A local Ollama server through its OpenAI-compatible endpoint (``OLLAMA_HOST`` or port 11434)."""
     from loopwright.models.openai import OpenAIModel
 
@@ -62,7 +62,9 @@ def _ollama(model: str, base_url: str | None, api_key: str | None) -> Model:
         if "://" not in host:
             host = f"http://{host}"
         base_url = host.rstrip("/") + "/v1"
-    return OpenAIModel(model, base_url=base_url, api_key=api_key or "ollama", provider="ollama")
+    return OpenAIModel(
+        model, base_url=base_url, api_key=api_key or "ollama", provider="ollama", timeout=timeout
+    )
 
 
 _PROVIDERS: dict[str, _Factory] = {
@@ -77,7 +79,9 @@ KNOWN_FORMS = ("test", *(f"{prefix}:MODEL" for prefix in _PROVIDERS))
 """The spec forms :func:`resolve_model` accepts, for messages and help text."""
 
 
-def resolve_model(spec: str | Model, *, base_url: str | None = None, api_key: str | None = None) -> Model:
+def resolve_model(
+    spec: str | Model, *, base_url: str | None = None, api_key: str | None = None, timeout: float = 300.0
+) -> Model:
     """The model a spec names; a :class:`Model` instance is returned as it is.
 
     ``base_url`` and ``api_key`` override the provider's defaults (``OPENAI_BASE_URL`` /
@@ -100,11 +104,15 @@ def resolve_model(spec: str | Model, *, base_url: str | None = None, api_key: st
         raise ConfigError(f"unknown model {spec!r}: use one of {forms}")
     if not name.strip():
         raise ConfigError(f"model {spec!r} names no model after {prefix.strip() + ':'!r}: use one of {forms}")
-    return factory(name.strip(), base_url, api_key)
+    return factory(name.strip(), base_url, api_key, timeout)
 
 
 def resolve_chain(
-    specs: str | Model | Sequence[str | Model], *, base_url: str | None = None, api_key: str | None = None
+    specs: str | Model | Sequence[str | Model],
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    timeout: float = 300.0,
 ) -> tuple[Model, ...]:
     """A model and its fallbacks, in order. A model of the chain that cannot be set up (a missing key,
     say) is kept as an unavailable entry that fails at once, so the chain moves on to the next; if none
@@ -116,7 +124,7 @@ def resolve_chain(
     errors: list[ConfigError] = []
     for item in items:
         try:
-            chain.append(resolve_model(item, base_url=base_url, api_key=api_key))
+            chain.append(resolve_model(item, base_url=base_url, api_key=api_key, timeout=timeout))
         except ConfigError as exc:
             if len(items) == 1:
                 raise
