@@ -6,7 +6,7 @@ import logging
 
 from loopwright.context.compaction import active_compaction, context_after
 from loopwright.context.pairing import repair_pairing
-from loopwright.loop._compact import compact, compose_system, context_tokens, flush_memory
+from loopwright.loop._compact import compact, compose_system, flush_memory
 from loopwright.loop._state import RunState
 from loopwright.messages import UserMessage, now_iso
 
@@ -15,9 +15,9 @@ __all__ = ["build_context", "load_context"]
 log = logging.getLogger("loopwright")
 
 
-async def build_context(run: RunState) -> int:
+async def build_context(run: RunState) -> None:
     """Prepare ``run.messages`` (the context the model sees) and ``run.system``; record the user
-    message; flush memory or compact when the context nears the window. Returns the token estimate."""
+    message; flush memory or compact when the context nears the window."""
     await load_context(run)
     if run.setup.workspace is not None and run.config.memory_results:
         from loopwright.memory import memory_context  # SQLite only for workspaces that have notes
@@ -37,7 +37,6 @@ async def build_context(run: RunState) -> int:
     run.appended += 1
     run.messages.append(user)
     await compact(run, reason="threshold")
-    return context_tokens(run)
 
 
 async def load_context(run: RunState) -> None:

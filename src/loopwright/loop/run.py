@@ -13,6 +13,7 @@ import time
 
 from loopwright.errors import InputError, LoopwrightError, ModelError, NotFoundError, RunTimeoutError
 from loopwright.events import ContextBuilt, ExecuteStarted, PersistStarted, RunEnded, RunFailed, RunStarted
+from loopwright.loop._compact import context_tokens
 from loopwright.loop._context import build_context
 from loopwright.loop._execute import execute, keep_partial
 from loopwright.loop._intake import intake
@@ -88,8 +89,9 @@ async def run_loop(run: RunState) -> RunReport:
 
 async def _context_and_execute(run: RunState) -> None:
     setup, sink = run.setup, run.sink
-    tokens = await build_context(run)
+    await build_context(run)
     if sink.active:
+        tokens = context_tokens(run)  # counted only for someone who listens
         await sink.emit(
             ContextBuilt(run_id=run.run_id, token_estimate=tokens, message_count=len(run.messages))
         )
