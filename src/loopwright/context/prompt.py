@@ -72,7 +72,7 @@ def dynamic_layers(
     layers.append(
         ContextLayer(
             name="datetime",
-            content=f"Current date and time: {now.strftime('%Y-%m-%d %H:%M %Z').strip()}",
+            content=f"Current date and time: {_minute(now)}",
             priority=200,
             stable=False,
         )
@@ -91,6 +91,19 @@ def default_layers(
     return stable_layers(identity=identity, tools=tools, workspace=workspace) + dynamic_layers(
         memory=memory, now=now
     )
+
+
+_minutes: dict[tuple[int, str], str] = {}
+
+
+def _minute(now: datetime) -> str:
+    """``now`` to the minute, formatted once per minute (this runs for every run)."""
+    key = (int(now.timestamp()) // 60, str(now.tzinfo))
+    text = _minutes.get(key)
+    if text is None:
+        _minutes.clear()
+        text = _minutes[key] = now.strftime("%Y-%m-%d %H:%M %Z").strip()
+    return text
 
 
 def compose_system_prompt(layers: Iterable[ContextLayer]) -> str:

@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 from loopwright.errors import InputError
 from loopwright.messages import Message, Usage, now_iso
 from loopwright.report import RunReport
-from loopwright.sessions._codec import Entry
+from loopwright.sessions._codec import Entry, TranscriptRecord
 
 __all__ = ["LoadedTranscript", "SessionInfo", "SessionStore", "new_session_id", "validate_session_id"]
 
@@ -107,8 +107,6 @@ class LoadedTranscript:
 
     @property
     def messages(self) -> list[Message]:
-        from loopwright.sessions._codec import TranscriptRecord
-
         return [e for e in self.entries if type(e) is not TranscriptRecord]  # type: ignore[misc]
 
 
