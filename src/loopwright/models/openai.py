@@ -179,15 +179,20 @@ class OpenAIModel:
             body.update(settings.extra)
         return body
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        body = self.request_body(request, stream=True)
+    async def _open_stream(
+        self, path: str, body: dict[str, Any]
+    ) -> AsyncGenerator[tuple[str | None, str], None]:
+        """POST a streaming request; its server-sent events as ``(event, data)`` pairs."""
         try:
             response = await self.client.post(
-                "/chat/completions", body=body, cast_to=object, stream=True, stream_cls=_SSEStream
+                path, body=body, cast_to=object, stream=True, stream_cls=_SSEStream
             )
         except openai.OpenAIError as exc:
             raise self._error(exc) from exc
-        events = response.events()
+        return response.events()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        events = await self._open_stream("/chat/completions", self.request_body(request, stream=True))
         state = _StreamState()
         try:
             async for event, data in events:

@@ -48,7 +48,7 @@ from loopwright.models.base import (
     ToolDefinition,
     UsageUpdate,
 )
-from loopwright.models.openai import OpenAIModel, _SSEStream
+from loopwright.models.openai import OpenAIModel
 
 __all__ = ["OpenAIResponsesModel"]
 
@@ -106,14 +106,7 @@ class OpenAIResponsesModel(OpenAIModel):
         return body
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        body = self.request_body(request, stream=True)
-        try:
-            response = await self.client.post(
-                "/responses", body=body, cast_to=object, stream=True, stream_cls=_SSEStream
-            )
-        except openai.OpenAIError as exc:
-            raise self._error(exc) from exc
-        events = response.events()
+        events = await self._open_stream("/responses", self.request_body(request, stream=True))
         state = _StreamState()
         try:
             async for event, data in events:
