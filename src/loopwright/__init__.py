@@ -40,6 +40,7 @@ from loopwright.events import (
     ToolCallEnded,
     ToolCallStarted,
 )
+from loopwright.guardrails import Guardrail, GuardrailContext, GuardrailDecision, guardrail
 from loopwright.limits import RunLimits
 from loopwright.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage, UserMessage
 from loopwright.models.base import Model, ModelRequest, ModelResponse
@@ -62,6 +63,9 @@ __all__ = [
     "EmptyMessageError",
     "ExecuteStarted",
     "FunctionTool",
+    "Guardrail",
+    "GuardrailContext",
+    "GuardrailDecision",
     "InputError",
     "LimitReached",
     "LoopConfig",
@@ -103,6 +107,7 @@ __all__ = [
     "UserMessage",
     "Workspace",
     "__version__",
+    "guardrail",
     "init_workspace",
     "tool",
 ]

@@ -16,6 +16,7 @@ from loopwright.context.prompt import stable_layers
 from loopwright.context.registry import ContextRegistry
 from loopwright.errors import ConfigError, LoopwrightError, NotFoundError
 from loopwright.events import RunEnded, RunEvent, RunStarted
+from loopwright.guardrails import Guardrail
 from loopwright.lanes.base import SessionLocks
 from loopwright.lanes.capacity import RunSlots
 from loopwright.lanes.file import FileSessionLocks
@@ -99,6 +100,7 @@ class Agent:
         environ: Mapping[str, str] | None = None,
         limits: RunLimits | None = None,
         prices: PriceTable | Mapping[str, Any] | None = None,
+        guardrails: Sequence[Guardrail] = (),
     ) -> None:
         env = os.environ if environ is None else environ
         self.workspace = _as_workspace(workspace)
@@ -167,6 +169,7 @@ class Agent:
             memory_path=self.workspace.memory_md if self.workspace else None,
             settings=self.settings,
             limits=limits,
+            guardrails=tuple(guardrails),
             prices=self.prices,
             slots=RunSlots(self.config.max_concurrent_runs) if self.config.max_concurrent_runs else None,
         )

@@ -131,6 +131,8 @@ class RunReport:
     steps: list[StepReport] = field(default_factory=list)
     retries: int = 0
     """Model calls that failed and were tried again."""
+    guardrail_failures: list[str] = field(default_factory=list)
+    """Checks that failed without a tripwire (``"name: reason"``); a tripwire ends the run instead."""
     queued_ms: float = 0.0
     """Time spent waiting for the session (and a run slot) before the run could start."""
     limit: str | None = None
@@ -207,6 +209,7 @@ class RunReport:
             "totalCostUsd": self.total_cost_usd,
             "retries": self.retries,
             "queuedMs": self.queued_ms,
+            "guardrailFailures": self.guardrail_failures,
             "limit": self.limit,
             "totalLlmTimeMs": self.total_llm_time_ms,
             "totalToolTimeMs": self.total_tool_time_ms,
@@ -228,5 +231,6 @@ class RunReport:
             steps=[StepReport.from_dict(s) for s in d.get("steps", [])],
             retries=d.get("retries", 0),
             queued_ms=d.get("queuedMs", 0.0),
+            guardrail_failures=list(d.get("guardrailFailures", [])),
             limit=d.get("limit"),
         )

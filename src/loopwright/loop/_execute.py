@@ -12,6 +12,7 @@ import time
 
 from loopwright.errors import ContextLengthExceededError
 from loopwright.events import LimitReached, StepEnded
+from loopwright.guardrails import GuardrailContext
 from loopwright.loop._compact import compact, surely_small
 from loopwright.loop._limits import WIND_DOWN_NOTE, LimitHit, check_limits
 from loopwright.loop._model_call import call_model
@@ -50,7 +51,12 @@ async def execute(run: RunState) -> None:
             await _take_steering(run)
         if not surely_small(run):
             await compact(run, reason="threshold")
-        assistant = await _step(run, step, final=ending is not None)
+        try:
+            assistant = await _step(run, step, final=ending is not None)
+        except _Tripped as tripped:
+            report.reason = "guardrail"
+            report.final_text = tripped.reason
+            return
         calls = assistant.tool_calls
         if ending is not None:
             if calls:  # a model that calls tools anyway: its calls get results, and the run ends
@@ -88,6 +94,8 @@ async def _step(
     if final:
         why = run.report.limit or f"{run.config.max_tool_iterations} tool steps"
         note = WIND_DOWN_NOTE.format(why=why)
+    if setup.guardrails:
+        await _guard(run, step, "input", None)
     try:
         acc, latency_ms, model = await call_model(run, step, tools=tools, note=note)
     except ContextLengthExceededError:
@@ -110,6 +118,13 @@ async def _step(
     )
     run.add_step(report)  # before the tools run: a run cut short mid-step still reports the step
     calls = assistant.tool_calls
+    if setup.guardrails:
+        try:
+            await _guard(run, step, "output", assistant)
+        except _Tripped:
+            if calls:  # the tripped answer's tool calls never run, but each gets its result
+                await _refuse_calls(run, calls, "not executed: a guardrail stopped the run")
+            raise
     if calls and not final:
         tools_started = time.perf_counter()
         await run_tool_calls(run, step, calls, report)
@@ -125,6 +140,33 @@ async def _step(
             )
         )
     return assistant
+
+
+class _Tripped(Exception):
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+async def _guard(run: RunState, step: int, kind: str, response: AssistantMessage | None) -> None:
+    """Run the guardrails of ``kind`` in order; the first tripwire stops the run."""
+    ctx = GuardrailContext(
+        run_id=run.run_id,
+        session_id=run.session_id,
+        step=step,
+        system=run.system,
+        messages=run.view(),
+        response=response,
+    )
+    for check in run.setup.guardrails:
+        if check.kind != kind:
+            continue
+        decision = await check.check(ctx)
+        if decision.passed:
+            continue
+        reason = decision.reason or f"guardrail {check.name!r} failed"
+        if decision.tripwire:
+            raise _Tripped(reason)
+        run.report.guardrail_failures.append(f"{check.name}: {reason}")
 
 
 async def flush_turn(run: RunState, note: str, max_steps: int) -> None:

@@ -14,6 +14,7 @@ from loopwright.config import LoopConfig
 from loopwright.context.accounting import HybridEstimate, counter_for
 from loopwright.context.pruning import PruneCache, prune_tool_results
 from loopwright.context.registry import ContextRegistry
+from loopwright.guardrails import Guardrail
 from loopwright.lanes.base import LockLease, SessionLocks
 from loopwright.lanes.capacity import RunSlots
 from loopwright.limits import RunLimits
@@ -48,6 +49,7 @@ class RunSetup:
     memory_path: Path | None = None
     settings: ModelSettings = ModelSettings()
     limits: RunLimits | None = None
+    guardrails: tuple[Guardrail, ...] = ()
     slots: RunSlots | None = None
     """The global lane (``max_concurrent_runs``), when capped."""
     prices: PriceTable = field(default_factory=PriceTable.default)
