@@ -5,11 +5,11 @@ from __future__ import annotations
 from loopwright import Agent
 from loopwright.messages import AssistantMessage, ToolResultMessage, UserMessage
 from loopwright.models.anthropic import AnthropicModel
-from loopwright.testing._server import ReplayServer
+from loopwright.testing import ReplayServer
 from loopwright.tools import tool
 from tests.helpers import assert_paired
+from tests.models._shared import RECORDINGS
 from tests.models.test_anthropic_recordings import PELICAN_NAMES
-from tests.models.test_anthropic_stream import RECORDINGS
 
 RECORDING = RECORDINGS / "anthropic-stream-parallel-tool-use-two-turn.json"
 CALL_IDS = ["toolu_01LtHJmixrs9NcWQkK8hu8hj", "toolu_01N8a4jWyf116qKTMqKKmjyt"]

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import socket
-import ssl
 import threading
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from typing import Any
@@ -14,15 +11,23 @@ from typing import Any
 import pytest
 
 from loopwright.errors import ConfigError, ContextLengthExceededError, ModelError
-from loopwright.messages import UserMessage
-from loopwright.models._accumulate import complete_from_stream
 from loopwright.models.anthropic import AnthropicModel
-from loopwright.models.base import ModelEvent, ModelRequest, TextDelta, ToolCallStart
+from loopwright.models.base import ModelEvent, TextDelta, ToolCallStart
 from loopwright.models.openai import ProviderHTTPError
-from loopwright.testing._server import ReplayRequest, ReplayResponse, ReplayServer
-from tests.models.test_anthropic_stream import (
+from loopwright.testing import ReplayRequest, ReplayResponse, ReplayServer
+from tests.models._shared import (
+    HELLO,
+    RETRYABLE_BY_STATUS,
     AnthropicFactory,
-    anthropic_models,
+    check_http_error,
+    events_then_failure,
+    failure,
+    refused_failure,
+    served_failure,
+    stream_failure,
+    unused_port,
+)
+from tests.models.test_anthropic_stream import (
     message_end,
     message_start,
     sse,
@@ -31,33 +36,17 @@ from tests.models.test_anthropic_stream import (
     tool_block,
 )
 
-HELLO = ModelRequest(system="", messages=[UserMessage(content="Hello")])
-
-
-@pytest.fixture
-async def make_model(ssl_context: ssl.SSLContext) -> AsyncIterator[AnthropicFactory]:
-    async with anthropic_models(ssl_context) as make:
-        yield make
-
 
 def error_body(message: str, type_: str = "invalid_request_error") -> dict[str, Any]:
+    """An Anthropic error envelope."""
     return {"type": "error", "error": {"type": type_, "message": message}, "request_id": "req_1"}
-
-
-async def failure(model: AnthropicModel, *, stream: bool = True) -> ModelError:
-    with pytest.raises(ModelError) as caught:
-        if stream:
-            await complete_from_stream(model.stream(HELLO))
-        else:
-            await model.complete(HELLO)
-    return caught.value
 
 
 # --- dropped and incomplete streams --------------------------------------------------------------
 
 
 @pytest.mark.parametrize("chunked", [True, False])
-async def test_connection_cut_mid_tool_use(chunked: bool, make_model: AnthropicFactory) -> None:
+async def test_connection_cut_mid_tool_use(chunked: bool, make_anthropic_model: AnthropicFactory) -> None:
     body = stream_body(
         tool_block(0, "toolu_1", "write_file", '{"text": "', "x" * 300, '"}'), stop_reason="tool_use"
     )
@@ -70,39 +59,33 @@ async def test_connection_cut_mid_tool_use(chunked: bool, make_model: AnthropicF
         cut_after=body.index(b"xxxxx"),
         chunked=chunked,
     )
-    seen: list[ModelEvent] = []
     with ReplayServer([response]) as server:
-        model = make_model(server)
-        with pytest.raises(ModelError) as caught:
-            async for event in model.stream(HELLO):
-                seen.append(event)
-    error = caught.value
+        seen, error = await events_then_failure(make_anthropic_model(server))
     assert (type(error), error.retryable, error.status) == (ModelError, True, None)
     assert "the stream was interrupted: peer closed connection" in str(error)
     assert ToolCallStart(0, "toolu_1", "write_file") in seen
 
 
-async def test_stream_that_ends_without_message_stop(make_model: AnthropicFactory) -> None:
+async def test_stream_that_ends_without_message_stop(make_anthropic_model: AnthropicFactory) -> None:
     body = sse(message_start(), *tool_block(0, "toolu_1", "f", '{"a": 1}'), message_end("tool_use")[0])
-    with ReplayServer([ReplayResponse.sse(body)]) as server:
-        error = await failure(make_model(server))
+    error = await stream_failure(make_anthropic_model, body)
     assert error.retryable is True
     assert "the stream ended before the response was complete (no message_stop)" in str(error)
 
 
-async def test_empty_stream(make_model: AnthropicFactory) -> None:
+async def test_empty_stream(make_anthropic_model: AnthropicFactory) -> None:
     with ReplayServer([ReplayResponse.sse(b"")]) as server:
-        error = await failure(make_model(server))
+        error = await failure(make_anthropic_model(server))
     assert error.retryable is True and "no message_stop" in str(error)
 
 
-async def test_complete_with_a_cut_body(make_model: AnthropicFactory) -> None:
+async def test_complete_with_a_cut_body(make_anthropic_model: AnthropicFactory) -> None:
     body = json.dumps({"type": "message", "content": [{"type": "text", "text": "x" * 500}]}).encode()
     response = ReplayResponse(
         status=200, headers=(("content-type", "application/json"),), body=body, split=[100], cut_after=200
     )
     with ReplayServer([response]) as server:
-        error = await failure(make_model(server), stream=False)
+        error = await failure(make_anthropic_model(server), stream=False)
     assert error.retryable is True
     assert f"the response from {server.url}" in str(error)
     assert "was interrupted: peer closed connection without sending complete message body" in str(error)
@@ -122,12 +105,12 @@ async def test_complete_with_a_cut_body(make_model: AnthropicFactory) -> None:
 )
 @pytest.mark.parametrize("event_lines", [True, False])
 async def test_error_event_in_stream(
-    type_: str, retryable: bool, event_lines: bool, make_model: AnthropicFactory
+    type_: str, retryable: bool, event_lines: bool, make_anthropic_model: AnthropicFactory
 ) -> None:
     payloads = [message_start(), *text_block(0, "partial")[:2], error_body("Something happened", type_)]
     seen: list[ModelEvent] = []
     with ReplayServer([ReplayResponse.sse(sse(*payloads, event_lines=event_lines))]) as server:
-        model = make_model(server)
+        model = make_anthropic_model(server)
         with pytest.raises(ModelError) as caught:
             async for event in model.stream(HELLO):
                 seen.append(event)
@@ -138,67 +121,66 @@ async def test_error_event_in_stream(
     assert TextDelta("partial") in seen
 
 
-async def test_prompt_too_long_in_stream(make_model: AnthropicFactory) -> None:
+async def test_prompt_too_long_in_stream(make_anthropic_model: AnthropicFactory) -> None:
     body = sse(error_body("prompt is too long: 210000 tokens > 200000 maximum"))
-    with ReplayServer([ReplayResponse.sse(body)]) as server:
-        error = await failure(make_model(server))
+    error = await stream_failure(make_anthropic_model, body)
     assert type(error) is ContextLengthExceededError
     assert error.retryable is False
 
 
-async def test_error_event_that_is_not_json(make_model: AnthropicFactory) -> None:
+async def test_error_event_that_is_not_json(make_anthropic_model: AnthropicFactory) -> None:
     body = b"event: error\ndata: upstream connect error or disconnect/reset before headers\n\n"
-    with ReplayServer([ReplayResponse.sse(body)]) as server:
-        error = await failure(make_model(server))
+    error = await stream_failure(make_anthropic_model, body)
     assert error.retryable is True
     assert "upstream connect error or disconnect/reset before headers" in str(error)
 
 
-async def test_event_that_is_not_json(make_model: AnthropicFactory) -> None:
+async def test_event_that_is_not_json(make_anthropic_model: AnthropicFactory) -> None:
     body = sse(message_start()) + b"event: content_block_delta\ndata: {oops\n\n"
-    with ReplayServer([ReplayResponse.sse(body)]) as server:
-        error = await failure(make_model(server))
+    error = await stream_failure(make_anthropic_model, body)
     assert "not JSON" in str(error) and "{oops" in str(error)
     assert error.retryable is True
 
 
 # --- HTTP errors ---------------------------------------------------------------------------------
 
-STATUS_RETRYABLE = [
-    (400, "invalid_request_error", False),
-    (401, "authentication_error", False),
-    (403, "permission_error", False),
-    (404, "not_found_error", False),
-    (408, "timeout_error", True),
-    (409, "conflict_error", True),
-    (413, "request_too_large", False),
-    (429, "rate_limit_error", True),
-    (500, "api_error", True),
-    (502, "api_error", True),
-    (503, "api_error", True),
-    (504, "timeout_error", True),
-    (529, "overloaded_error", True),
-]
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    408: "timeout_error",
+    409: "conflict_error",
+    413: "request_too_large",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    500: "api_error",
+    502: "api_error",
+    503: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+"""The error type Anthropic sends with each status of RETRYABLE_BY_STATUS."""
 
 
-@pytest.mark.parametrize(("status", "type_", "retryable"), STATUS_RETRYABLE)
+@pytest.mark.parametrize(("status", "retryable"), list(RETRYABLE_BY_STATUS.items()))
 @pytest.mark.parametrize("stream", [True, False])
 async def test_http_status_mapping(
-    status: int, type_: str, retryable: bool, stream: bool, make_model: AnthropicFactory
+    status: int, retryable: bool, stream: bool, make_anthropic_model: AnthropicFactory
 ) -> None:
+    type_ = ERROR_TYPES[status]
     response = ReplayResponse.json_body(error_body(f"provider says {status}", type_), status=status)
-    with ReplayServer([response]) as server:
-        error = await failure(make_model(server), stream=stream)
-    assert type(error) is ProviderHTTPError
-    assert (error.status, error.retryable, error.code, error.error_type) == (status, retryable, type_, type_)
+    error = await served_failure(make_anthropic_model, response, stream=stream)
+    check_http_error(error, status=status, retryable=retryable, code=type_, error_type=type_)
     assert f"provider says {status} ({type_})" in str(error)
+    assert isinstance(error, ProviderHTTPError)
     assert isinstance(error.body, dict) and error.body["request_id"] == "req_1"
 
 
-async def test_error_message_names_provider_model_and_text(make_model: AnthropicFactory) -> None:
+async def test_error_message_names_provider_model_and_text(make_anthropic_model: AnthropicFactory) -> None:
     body = error_body("model: claude-9", "not_found_error")
     with ReplayServer([ReplayResponse.json_body(body, status=404)]) as server:
-        error = await failure(make_model(server, "claude-9"))
+        error = await failure(make_anthropic_model(server, "claude-9"))
     assert str(error) == "anthropic model 'claude-9' failed (HTTP 404): model: claude-9 (not_found_error)"
 
 
@@ -212,28 +194,29 @@ async def test_error_message_names_provider_model_and_text(make_model: Anthropic
     ],
 )
 async def test_retry_after(
-    status: int, headers: tuple[tuple[str, str], ...], expected: float | None, make_model: AnthropicFactory
+    status: int,
+    headers: tuple[tuple[str, str], ...],
+    expected: float | None,
+    make_anthropic_model: AnthropicFactory,
 ) -> None:
     kind = "rate_limit_error" if status == 429 else "overloaded_error"
     response = ReplayResponse.json_body(error_body("Slow down", kind), status=status, headers=headers)
-    with ReplayServer([response]) as server:
-        error = await failure(make_model(server))
+    error = await served_failure(make_anthropic_model, response)
     assert isinstance(error, ProviderHTTPError)
     assert (error.retryable, error.retry_after) == (True, expected)
     assert error.headers[headers[0][0]] == headers[0][1]
 
 
-async def test_retry_after_http_date(make_model: AnthropicFactory) -> None:
+async def test_retry_after_http_date(make_anthropic_model: AnthropicFactory) -> None:
     when = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
     response = ReplayResponse.json_body(
         error_body("Overloaded", "overloaded_error"), status=529, headers=(("retry-after", when),)
     )
-    with ReplayServer([response]) as server:
-        error = await failure(make_model(server))
+    error = await served_failure(make_anthropic_model, response)
     assert error.retry_after is not None and 20 < error.retry_after <= 30
 
 
-async def test_retry_after_from_the_exhausted_rate_limit(make_model: AnthropicFactory) -> None:
+async def test_retry_after_from_the_exhausted_rate_limit(make_anthropic_model: AnthropicFactory) -> None:
     headers = (
         ("date", "Tue, 26 Mar 2024 19:59:30 GMT"),
         ("anthropic-ratelimit-requests-remaining", "12"),
@@ -244,17 +227,15 @@ async def test_retry_after_from_the_exhausted_rate_limit(make_model: AnthropicFa
     response = ReplayResponse.json_body(
         error_body("Too many tokens", "rate_limit_error"), status=429, headers=headers
     )
-    with ReplayServer([response]) as server:
-        error = await failure(make_model(server))
+    error = await served_failure(make_anthropic_model, response)
     assert (error.retryable, error.retry_after) == (True, 15.0)
 
 
-async def test_should_retry_header_overrides_the_status(make_model: AnthropicFactory) -> None:
+async def test_should_retry_header_overrides_the_status(make_anthropic_model: AnthropicFactory) -> None:
     response = ReplayResponse.json_body(
         error_body("Internal error", "api_error"), status=500, headers=(("x-should-retry", "false"),)
     )
-    with ReplayServer([response]) as server:
-        error = await failure(make_model(server))
+    error = await served_failure(make_anthropic_model, response)
     assert (error.status, error.retryable) == (500, False)
 
 
@@ -266,26 +247,25 @@ async def test_should_retry_header_overrides_the_status(make_model: AnthropicFac
         "`max_tokens` and try again",
     ],
 )
-async def test_context_length_exceeded(message: str, make_model: AnthropicFactory) -> None:
+async def test_context_length_exceeded(message: str, make_anthropic_model: AnthropicFactory) -> None:
     with ReplayServer([ReplayResponse.json_body(error_body(message), status=400)]) as server:
-        error = await failure(make_model(server))
+        error = await failure(make_anthropic_model(server))
     assert type(error) is ContextLengthExceededError
     assert (error.status, error.retryable, error.code) == (400, False, "invalid_request_error")
     assert message in str(error)
 
 
-async def test_non_json_error_body(make_model: AnthropicFactory) -> None:
+async def test_non_json_error_body(make_anthropic_model: AnthropicFactory) -> None:
     html = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
     response = ReplayResponse(status=502, headers=(("content-type", "text/html"),), body=html)
-    with ReplayServer([response]) as server:
-        error = await failure(make_model(server), stream=False)
+    error = await served_failure(make_anthropic_model, response, stream=False)
     assert (error.status, error.retryable) == (502, True)
     assert "502 Bad Gateway" in str(error)
 
 
-async def test_error_envelope_in_a_200_json_response(make_model: AnthropicFactory) -> None:
+async def test_error_envelope_in_a_200_json_response(make_anthropic_model: AnthropicFactory) -> None:
     with ReplayServer([ReplayResponse.json_body(error_body("Overloaded", "overloaded_error"))]) as server:
-        error = await failure(make_model(server), stream=False)
+        error = await failure(make_anthropic_model(server), stream=False)
     assert isinstance(error, ProviderHTTPError)
     assert (error.status, error.retryable, error.code) == (None, True, "overloaded_error")
 
@@ -297,9 +277,10 @@ async def test_error_envelope_in_a_200_json_response(make_model: AnthropicFactor
         ReplayResponse(status=200, headers=(("content-type", "application/json"),), body=b"{not json"),
     ],
 )
-async def test_non_json_200_response(response: ReplayResponse, make_model: AnthropicFactory) -> None:
-    with ReplayServer([response]) as server:
-        error = await failure(make_model(server), stream=False)
+async def test_non_json_200_response(
+    response: ReplayResponse, make_anthropic_model: AnthropicFactory
+) -> None:
+    error = await served_failure(make_anthropic_model, response, stream=False)
     assert "not JSON" in str(error)
     assert error.retryable is True
 
@@ -308,19 +289,15 @@ async def test_non_json_200_response(response: ReplayResponse, make_model: Anthr
 
 
 async def test_connection_refused() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    model = AnthropicModel("claude-test", base_url=f"http://127.0.0.1:{port}", api_key="k")
-    try:
-        error = await failure(model)
-    finally:
-        await model.aclose()
+    port = unused_port()
+    error = await refused_failure(
+        AnthropicModel("claude-test", base_url=f"http://127.0.0.1:{port}", api_key="k")
+    )
     assert error.retryable is True
     assert f"cannot connect to http://127.0.0.1:{port}" in str(error)
 
 
-async def test_timeout_is_retryable(make_model: AnthropicFactory) -> None:
+async def test_timeout_is_retryable(make_anthropic_model: AnthropicFactory) -> None:
     release = threading.Event()
 
     def stall(request: ReplayRequest) -> ReplayResponse:
@@ -329,18 +306,18 @@ async def test_timeout_is_retryable(make_model: AnthropicFactory) -> None:
 
     with ReplayServer(stall) as server:
         try:
-            error = await failure(make_model(server, timeout=0.2))
+            error = await failure(make_anthropic_model(server, timeout=0.2))
         finally:
             release.set()
     assert error.retryable is True
     assert "timed out after 0.2 s" in str(error)
 
 
-async def test_stream_that_stalls_midway_times_out(make_model: AnthropicFactory) -> None:
+async def test_stream_that_stalls_midway_times_out(make_anthropic_model: AnthropicFactory) -> None:
     body = stream_body(text_block(0, "first", "second"))
     stalled = ReplayResponse.sse(body, split=[len(body) // 2], pause=2.0)  # the server's thread waits
     with ReplayServer([stalled]) as server:
-        error = await failure(make_model(server, timeout=0.3))
+        error = await failure(make_anthropic_model(server, timeout=0.3))
     assert error.retryable is True
     assert "the stream timed out: no data for 0.3 s" in str(error)
 

@@ -11,8 +11,6 @@ tool_result ids and contents), the same text up to whitespace, the same settings
 from __future__ import annotations
 
 import json
-import ssl
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,25 +18,24 @@ import pytest
 
 from loopwright.errors import ContextLengthExceededError, ModelError
 from loopwright.messages import AssistantMessage, Message, Thinking, ToolCall, ToolResultMessage, UserMessage
-from loopwright.models._accumulate import complete_from_stream
 from loopwright.models.anthropic import AnthropicModel
 from loopwright.models.base import ModelRequest, ModelResponse, ModelSettings, ToolDefinition
 from loopwright.models.openai import ProviderHTTPError
-from loopwright.testing._server import ReplayServer
-from tests.models.test_anthropic_stream import (
+from loopwright.testing import ReplayServer
+from tests.models._shared import (
     RECORDINGS,
     AnthropicFactory,
     Digest,
-    anthropic_models,
-    anthropic_recordings,
+    Err,
+    answered_interactions,
+    assistant_turn,
+    check_calls,
+    check_error,
+    load_recording,
+    recording_names,
+    request_json,
+    run_turn,
 )
-
-
-@pytest.fixture
-async def make_model(ssl_context: ssl.SSLContext) -> AsyncIterator[AnthropicFactory]:
-    async with anthropic_models(ssl_context) as make:
-        yield make
-
 
 Text = str | Digest
 
@@ -55,16 +52,6 @@ class Ok:
     """(text, signature, redacted) per thinking block"""
     model: str | None = None
     contains: tuple[str, ...] = field(default=())
-
-
-@dataclass(frozen=True)
-class Err:
-    type: type[ModelError]
-    status: int | None
-    retryable: bool
-    says: str
-    code: str | None
-    retry_after: float | None = None
 
 
 HAIKU = "claude-haiku-4-5-20251001"
@@ -374,24 +361,6 @@ MODELLED = {"model", "messages", "system", "tools", "stream", "max_tokens", "tem
 # --- recorded requests as our types ---------------------------------------------------------------
 
 
-def load(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((RECORDINGS / name).read_text(encoding="utf-8"))
-    return data
-
-
-def request_json(interaction: dict[str, Any]) -> dict[str, Any] | None:
-    request = interaction.get("request")
-    if not request:
-        return None
-    if request.get("body_json") is not None:
-        body: dict[str, Any] = request["body_json"]
-        return body
-    if request.get("body_text"):
-        parsed: dict[str, Any] = json.loads(request["body_text"])
-        return parsed
-    return None
-
-
 def blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"type": "text", "text": content}] if isinstance(content, str) else content
 
@@ -517,18 +486,11 @@ def shape(messages: list[dict[str, Any]]) -> list[tuple[str, list[tuple[Any, ...
 # --- checks --------------------------------------------------------------------------------------
 
 
-async def run_turn(model: AnthropicModel, request: ModelRequest, streaming: bool) -> ModelResponse:
-    if streaming:
-        return await complete_from_stream(model.stream(request))
-    return await model.complete(request)
-
-
 def check_response(response: ModelResponse, expected: Ok) -> None:
     assert expected.text == response.content
     for fragment in expected.contains:
         assert fragment in response.content
-    assert [(c.id, c.name) for c in response.tool_calls] == [(i, n) for i, n, _ in expected.calls]
-    assert [json.loads(c.arguments) for c in response.tool_calls] == [a for _, _, a in expected.calls]
+    check_calls(response, expected.calls)
     usage = response.usage
     assert (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens) == (
         expected.usage
@@ -544,13 +506,9 @@ def check_response(response: ModelResponse, expected: Ok) -> None:
         assert response.model == expected.model
 
 
-def check_error(error: ModelError, expected: Err, model: AnthropicModel) -> None:
-    assert type(error) is expected.type
-    assert (error.status, error.retryable, error.code) == (expected.status, expected.retryable, expected.code)
-    assert expected.says in str(error)
-    assert (error.provider, error.model) == ("anthropic", model.model)
-    assert str(error).startswith(f"anthropic model {model.model!r} failed")
-    assert error.retry_after == expected.retry_after
+def check_anthropic_error(error: ModelError, expected: Err, model: AnthropicModel) -> None:
+    check_error(error, expected, "anthropic", model.model)
+    assert (error.code, error.retry_after) == (expected.code, expected.retry_after)
     if isinstance(error, ProviderHTTPError):
         assert error.error_type == expected.code
 
@@ -570,14 +528,14 @@ def check_request(sent: dict[str, Any], recorded: dict[str, Any], streaming: boo
 
 
 def test_every_anthropic_recording_has_expectations() -> None:
-    assert anthropic_recordings() == sorted(EXPECTED)
+    assert recording_names("anthropic-") == sorted(EXPECTED)
 
 
-@pytest.mark.parametrize("name", anthropic_recordings())
-async def test_replay_recording(name: str, make_model: AnthropicFactory) -> None:
-    recording = load(name)
+@pytest.mark.parametrize("name", recording_names("anthropic-"))
+async def test_replay_recording(name: str, make_anthropic_model: AnthropicFactory) -> None:
+    recording = load_recording(name)
     streaming = bool(recording["streaming"])
-    interactions = [i for i in recording["interactions"] if i["response"].get("status") is not None]
+    interactions = answered_interactions(recording)
     expectations = EXPECTED[name]
     assert len(interactions) == len(expectations)
     first = request_json(interactions[0])
@@ -586,14 +544,14 @@ async def test_replay_recording(name: str, make_model: AnthropicFactory) -> None
     checked_requests = 0
 
     with ReplayServer.from_recording(RECORDINGS / name) as server:
-        model = make_model(server, (first or {}).get("model", "claude-test"))
+        model = make_anthropic_model(server, (first or {}).get("model", "claude-test"))
         for turn, (interaction, expected) in enumerate(zip(interactions, expectations, strict=True)):
             request = ModelRequest(system=system, messages=list(history), tools=tools, settings=settings)
             response: ModelResponse | None = None
             if isinstance(expected, Err):
                 with pytest.raises(ModelError) as caught:
                     await run_turn(model, request, streaming)
-                check_error(caught.value, expected, model)
+                check_anthropic_error(caught.value, expected, model)
             else:
                 response = await run_turn(model, request, streaming)
                 check_response(response, expected)
@@ -606,14 +564,7 @@ async def test_replay_recording(name: str, make_model: AnthropicFactory) -> None
             if following is None:
                 continue
             assert response is not None, "every recorded follow-up comes after a success"
-            history.append(
-                AssistantMessage(
-                    content=response.content,
-                    tool_calls=response.tool_calls,
-                    thinking=response.thinking,
-                    model=response.model,
-                )
-            )
+            history.append(assistant_turn(response))
             if response.tool_calls:
                 history.extend(tool_results_for(response.tool_calls, following))
         assert server.errors == []

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-import ssl
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,8 +14,9 @@ from loopwright.messages import AssistantMessage, Message, Thinking, ToolCall, T
 from loopwright.models._accumulate import complete_from_stream
 from loopwright.models.anthropic import AnthropicModel
 from loopwright.models.base import ModelRequest, ModelSettings, ToolDefinition
-from loopwright.testing._server import ReplayResponse, ReplayServer
-from tests.models.test_anthropic_stream import AnthropicFactory, anthropic_models, stream_body, text_block
+from loopwright.testing import ReplayResponse, ReplayServer
+from tests.models._shared import AnthropicFactory
+from tests.models.test_anthropic_stream import stream_body, text_block
 
 EPHEMERAL = {"type": "ephemeral"}
 WEATHER = ToolDefinition(
@@ -30,15 +30,11 @@ SYSTEM = STABLE + "\n\nCurrent date and time: 2026-11-22 10:15 UTC"
 OK = stream_body(text_block(0, "ok"))
 
 
-@pytest.fixture
-async def make_model(ssl_context: ssl.SSLContext) -> AsyncIterator[AnthropicFactory]:
-    async with anthropic_models(ssl_context) as make:
-        yield make
-
-
-async def sent_body(make_model: AnthropicFactory, request: ModelRequest, **options: Any) -> dict[str, Any]:
+async def sent_body(
+    make_anthropic_model: AnthropicFactory, request: ModelRequest, **options: Any
+) -> dict[str, Any]:
     with ReplayServer([ReplayResponse.sse(OK)]) as server:
-        model = make_model(server, **options)
+        model = make_anthropic_model(server, **options)
         assert (await complete_from_stream(model.stream(request))).content == "ok"
     sent = server.requests[0]
     assert (sent.method, sent.path, sent.headers["content-type"]) == (
@@ -65,7 +61,7 @@ def roles_and_types(messages: Sequence[Message]) -> list[tuple[str, list[str]]]:
 # --- the body ------------------------------------------------------------------------------------
 
 
-async def test_request_body_shape(make_model: AnthropicFactory) -> None:
+async def test_request_body_shape(make_anthropic_model: AnthropicFactory) -> None:
     history: list[Message] = [
         UserMessage(content="Weather in Paris and Rome?"),
         AssistantMessage(
@@ -93,7 +89,7 @@ async def test_request_body_shape(make_model: AnthropicFactory) -> None:
             extra={"thinking": {"type": "enabled", "budget_tokens": 128}, "stop_sequences": ["END"]},
         ),
     )
-    assert await sent_body(make_model, request, model="claude-sonnet-4-5") == {
+    assert await sent_body(make_anthropic_model, request, model="claude-sonnet-4-5") == {
         "model": "claude-sonnet-4-5",
         "max_tokens": 256,
         "system": [
@@ -144,11 +140,11 @@ async def test_request_body_shape(make_model: AnthropicFactory) -> None:
     }
 
 
-async def test_minimal_body_leaves_out_what_is_not_set(make_model: AnthropicFactory) -> None:
+async def test_minimal_body_leaves_out_what_is_not_set(make_anthropic_model: AnthropicFactory) -> None:
     request = ModelRequest(
         system="", messages=[UserMessage(content="Hi")], settings=ModelSettings(parallel_tool_calls=False)
     )
-    assert await sent_body(make_model, request, max_tokens=1000) == {
+    assert await sent_body(make_anthropic_model, request, max_tokens=1000) == {
         "model": "claude-test",
         "max_tokens": 1000,
         "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
@@ -156,7 +152,7 @@ async def test_minimal_body_leaves_out_what_is_not_set(make_model: AnthropicFact
     }
 
 
-async def test_complete_sends_a_non_streaming_request(make_model: AnthropicFactory) -> None:
+async def test_complete_sends_a_non_streaming_request(make_anthropic_model: AnthropicFactory) -> None:
     message = {
         "type": "message",
         "model": "claude-test",
@@ -170,7 +166,7 @@ async def test_complete_sends_a_non_streaming_request(make_model: AnthropicFacto
         },
     }
     with ReplayServer([ReplayResponse.json_body(message)]) as server:
-        response = await make_model(server).complete(
+        response = await make_anthropic_model(server).complete(
             ModelRequest(system="", messages=[UserMessage(content="Hi")])
         )
     assert server.requests[0].json["stream"] is False
@@ -189,7 +185,7 @@ async def test_complete_sends_a_non_streaming_request(make_model: AnthropicFacto
 
 
 async def test_extra_settings_the_json_encoder_refuses_go_through_the_sdk(
-    make_model: AnthropicFactory,
+    make_anthropic_model: AnthropicFactory,
 ) -> None:
     when = datetime(2026, 11, 22, 10, 15, tzinfo=UTC)
     request = ModelRequest(
@@ -197,17 +193,17 @@ async def test_extra_settings_the_json_encoder_refuses_go_through_the_sdk(
         messages=[UserMessage(content="Hi")],
         settings=ModelSettings(extra={"metadata": {"at": when}}),
     )
-    assert (await sent_body(make_model, request))["metadata"] == {"at": "2026-11-22T10:15:00+00:00"}
+    assert (await sent_body(make_anthropic_model, request))["metadata"] == {"at": "2026-11-22T10:15:00+00:00"}
 
 
 # --- prompt caching ------------------------------------------------------------------------------
 
 
-async def test_no_cache_breakpoints_when_caching_is_off(make_model: AnthropicFactory) -> None:
+async def test_no_cache_breakpoints_when_caching_is_off(make_anthropic_model: AnthropicFactory) -> None:
     request = ModelRequest(
         system=SYSTEM, stable_system=STABLE, messages=[UserMessage(content="Hi")], tools=[CLOCK, WEATHER]
     )
-    body = await sent_body(make_model, request, cache=False)
+    body = await sent_body(make_anthropic_model, request, cache=False)
     assert body["system"] == [{"type": "text", "text": SYSTEM}]
     assert all("cache_control" not in tool for tool in body["tools"])
 
@@ -230,15 +226,15 @@ async def test_no_cache_breakpoints_when_caching_is_off(make_model: AnthropicFac
     ],
 )
 async def test_system_cache_breakpoint_after_the_stable_prefix(
-    system: str, stable: str, expected: list[dict[str, Any]], make_model: AnthropicFactory
+    system: str, stable: str, expected: list[dict[str, Any]], make_anthropic_model: AnthropicFactory
 ) -> None:
     request = ModelRequest(system=system, stable_system=stable, messages=[UserMessage(content="Hi")])
-    assert (await sent_body(make_model, request))["system"] == expected
+    assert (await sent_body(make_anthropic_model, request))["system"] == expected
 
 
-async def test_tool_breakpoint_is_on_the_last_tool_only(make_model: AnthropicFactory) -> None:
+async def test_tool_breakpoint_is_on_the_last_tool_only(make_anthropic_model: AnthropicFactory) -> None:
     request = ModelRequest(system="", messages=[UserMessage(content="Hi")], tools=[WEATHER, CLOCK])
-    tools = (await sent_body(make_model, request))["tools"]
+    tools = (await sent_body(make_anthropic_model, request))["tools"]
     assert [tool.get("cache_control") for tool in tools] == [None, EPHEMERAL]
     assert "cache_control" not in json.dumps(WEATHER.parameters)  # definitions are not mutated
 

@@ -1,33 +1,21 @@
-"""AnthropicModel: stream events beyond the recordings, and the helpers the other Anthropic tests share.
+"""AnthropicModel: stream events beyond the recordings, and the SSE builders the other Anthropic tests share.
 
-The helpers build Anthropic Messages SSE bodies (``event:`` + ``data:`` lines, as the API sends them) and
-models bound to a ReplayServer whose HTTP clients are closed after the test.
+The builders make Anthropic Messages SSE bodies (``event:`` + ``data:`` lines, as the API sends them).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import ssl
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
-from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopwright.messages import Thinking, ToolCall, Usage, UserMessage
-from loopwright.models._accumulate import StepAccumulator
+from loopwright.messages import Thinking, ToolCall, Usage
 from loopwright.models._anthropic_stream import StreamState
-from loopwright.models.anthropic import AnthropicModel
 from loopwright.models.base import (
     ModelEvent,
-    ModelRequest,
-    ModelResponse,
     StreamFinish,
     TextDelta,
     ThinkingDelta,
@@ -35,57 +23,8 @@ from loopwright.models.base import (
     ToolCallStart,
     UsageUpdate,
 )
-from loopwright.testing._server import ReplayResponse, ReplayServer
-
-RECORDINGS = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "provider-recordings"
-HELLO = ModelRequest(system="", messages=[UserMessage(content="Hello")])
-
-AnthropicFactory = Callable[..., AnthropicModel]
-
-
-def anthropic_recordings() -> list[str]:
-    """Names of every ``anthropic-*`` recording; fails loudly when the shared folder is missing."""
-    if not RECORDINGS.is_dir():
-        raise FileNotFoundError(
-            f"provider recordings not found at {str(RECORDINGS)!r}: clone the shared/ folder beside the repo"
-        )
-    names = sorted(p.name for p in RECORDINGS.glob("anthropic-*.json"))
-    if not names:
-        raise FileNotFoundError(f"no anthropic-*.json recordings in {str(RECORDINGS)!r}")
-    return names
-
-
-@asynccontextmanager
-async def anthropic_models(ssl_context: ssl.SSLContext) -> AsyncIterator[AnthropicFactory]:
-    """Build AnthropicModels pointed at a ReplayServer, as AnthropicModel builds its client (no SDK
-    retries, the model's timeout), sharing one TLS context; their clients are closed at the end."""
-    models: list[AnthropicModel] = []
-
-    def make(server: ReplayServer, model: str = "claude-test", **options: Any) -> AnthropicModel:
-        timeout = options.pop("timeout", 600.0)
-        client = AsyncAnthropic(
-            api_key=options.pop("api_key", "test-key"),
-            base_url=options.pop("base_url", server.url),
-            timeout=timeout,
-            max_retries=0,
-            http_client=DefaultAsyncHttpxClient(verify=ssl_context, timeout=timeout),
-        )
-        built = AnthropicModel(model, client=client, timeout=timeout, **options)
-        models.append(built)
-        return built
-
-    try:
-        yield make
-    finally:
-        for built in models:
-            await built.aclose()
-
-
-@pytest.fixture
-async def make_model(ssl_context: ssl.SSLContext) -> AsyncIterator[AnthropicFactory]:
-    async with anthropic_models(ssl_context) as make:
-        yield make
-
+from loopwright.testing import ReplayResponse, ReplayServer
+from tests.models._shared import HELLO, AnthropicFactory, accumulate, stream_events
 
 # --- Anthropic SSE bodies ------------------------------------------------------------------------
 
@@ -189,52 +128,17 @@ def stream_body(*blocks: list[dict[str, Any]], stop_reason: str | None = "end_tu
     return sse(*payloads, **options)
 
 
-@dataclass(frozen=True)
-class Digest:
-    """Stands for a long string: equal to a string with this start, length and SHA-256 prefix."""
-
-    head: str
-    length: int
-    sha256: str
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Digest):
-            return (self.head, self.length, self.sha256) == (other.head, other.length, other.sha256)
-        if not isinstance(other, str):
-            return NotImplemented
-        digest = hashlib.sha256(other.encode()).hexdigest()
-        return other.startswith(self.head) and len(other) == self.length and digest.startswith(self.sha256)
-
-    def __hash__(self) -> int:
-        return hash((self.head, self.length, self.sha256))
-
-
-def accumulate(events: list[ModelEvent]) -> ModelResponse:
-    acc = StepAccumulator()
-    for event in events:
-        acc.add(event)
-    return acc.response()
-
-
-async def stream_events(make_model: AnthropicFactory, body: bytes) -> list[ModelEvent]:
-    with ReplayServer([ReplayResponse.sse(body)]) as server:
-        model = make_model(server)
-        events = [event async for event in model.stream(HELLO)]
-        assert server.errors == []
-    return events
-
-
 # --- stream events -------------------------------------------------------------------------------
 
 
-async def test_event_order_for_text_thinking_and_tool_calls(make_model: AnthropicFactory) -> None:
+async def test_event_order_for_text_thinking_and_tool_calls(make_anthropic_model: AnthropicFactory) -> None:
     body = stream_body(
         thinking_block(0, "Let me ", "check.", signature="sig-1"),
         text_block(1, "Checking", "..."),
         tool_block(2, "toolu_a", "get_weather", '{"city"', ': "Oslo"}'),
         stop_reason="tool_use",
     )
-    events = await stream_events(make_model, body)
+    events = await stream_events(make_anthropic_model, body)
     usage = Usage(input_tokens=10, output_tokens=1, requests=1)
     assert events == [
         UsageUpdate(usage),
@@ -251,7 +155,7 @@ async def test_event_order_for_text_thinking_and_tool_calls(make_model: Anthropi
     ]
 
 
-async def test_tool_indexes_run_over_tool_calls_only(make_model: AnthropicFactory) -> None:
+async def test_tool_indexes_run_over_tool_calls_only(make_anthropic_model: AnthropicFactory) -> None:
     body = stream_body(
         text_block(0, "First"),
         tool_block(1, "toolu_1", "a", '{"n": 1}'),
@@ -261,7 +165,7 @@ async def test_tool_indexes_run_over_tool_calls_only(make_model: AnthropicFactor
         tool_block(5, "toolu_3", "c", ""),
         stop_reason="tool_use",
     )
-    events = await stream_events(make_model, body)
+    events = await stream_events(make_anthropic_model, body)
     starts = [e for e in events if isinstance(e, ToolCallStart)]
     assert starts == [
         ToolCallStart(0, "toolu_1", "a"),
@@ -279,7 +183,7 @@ async def test_tool_indexes_run_over_tool_calls_only(make_model: AnthropicFactor
     assert response.thinking == (Thinking(text="hmm", signature="sig"), Thinking(redacted="opaque"))
 
 
-async def test_server_tools_are_not_our_tool_calls(make_model: AnthropicFactory) -> None:
+async def test_server_tools_are_not_our_tool_calls(make_anthropic_model: AnthropicFactory) -> None:
     body = stream_body(
         text_block(0, "Searching."),
         tool_block(1, "srvtoolu_1", "web_search", '{"query": ', '"x"}', kind="server_tool_use"),
@@ -290,30 +194,32 @@ async def test_server_tools_are_not_our_tool_calls(make_model: AnthropicFactory)
         tool_block(6, "toolu_9", "save", '{"ok": true}'),
         stop_reason="tool_use",
     )
-    response = accumulate(await stream_events(make_model, body))
+    response = accumulate(await stream_events(make_anthropic_model, body))
     # Text a server tool separates becomes a paragraph; text split around citations joins as it is.
     assert response.content == "Searching.\n\nFound it: cited text and more."
     assert response.tool_calls == (ToolCall(id="toolu_9", name="save", arguments='{"ok": true}'),)
 
 
-async def test_no_paragraph_break_where_whitespace_already_separates(make_model: AnthropicFactory) -> None:
+async def test_no_paragraph_break_where_whitespace_already_separates(
+    make_anthropic_model: AnthropicFactory,
+) -> None:
     body = stream_body(
         text_block(0, "Line one\n"),
         tool_block(1, "srvtoolu_1", "web_search", "{}", kind="server_tool_use"),
         text_block(2, "Line two"),
     )
-    assert accumulate(await stream_events(make_model, body)).content == "Line one\nLine two"
+    assert accumulate(await stream_events(make_anthropic_model, body)).content == "Line one\nLine two"
 
 
-async def test_tool_input_given_whole_at_block_start(make_model: AnthropicFactory) -> None:
+async def test_tool_input_given_whole_at_block_start(make_anthropic_model: AnthropicFactory) -> None:
     body = stream_body(tool_block(0, "toolu_1", "f", input={"path": "a.txt"}), stop_reason="tool_use")
-    response = accumulate(await stream_events(make_model, body))
+    response = accumulate(await stream_events(make_anthropic_model, body))
     assert response.tool_calls == (ToolCall(id="toolu_1", name="f", arguments='{"path": "a.txt"}'),)
 
 
-async def test_events_without_event_lines(make_model: AnthropicFactory) -> None:
+async def test_events_without_event_lines(make_anthropic_model: AnthropicFactory) -> None:
     body = stream_body(text_block(0, "plain"), event_lines=False)
-    response = accumulate(await stream_events(make_model, body))
+    response = accumulate(await stream_events(make_anthropic_model, body))
     assert (response.content, response.finish_reason, response.raw_finish_reason) == (
         "plain",
         "stop",
@@ -321,7 +227,7 @@ async def test_events_without_event_lines(make_model: AnthropicFactory) -> None:
     )
 
 
-async def test_pings_unknown_events_and_citations_are_ignored(make_model: AnthropicFactory) -> None:
+async def test_pings_unknown_events_and_citations_are_ignored(make_anthropic_model: AnthropicFactory) -> None:
     citation = {
         "type": "citations_delta",
         "citation": {"type": "web_search_result_location", "cited_text": "x"},
@@ -337,16 +243,16 @@ async def test_pings_unknown_events_and_citations_are_ignored(make_model: Anthro
         *text_block(0, "b")[1:],
         *message_end(),
     )
-    assert accumulate(await stream_events(make_model, body)).content == "ab"
+    assert accumulate(await stream_events(make_anthropic_model, body)).content == "ab"
 
 
-async def test_usage_with_cache_reads_and_writes(make_model: AnthropicFactory) -> None:
+async def test_usage_with_cache_reads_and_writes(make_anthropic_model: AnthropicFactory) -> None:
     body = sse(
         message_start(12, cache_read=2048, cache_write=512),
         *text_block(0, "cached"),
         *message_end(output_tokens=7),
     )
-    events = await stream_events(make_model, body)
+    events = await stream_events(make_anthropic_model, body)
     usage = accumulate(events).usage
     assert usage == Usage(
         input_tokens=12, output_tokens=7, cache_read_tokens=2048, cache_write_tokens=512, requests=1
@@ -357,14 +263,16 @@ async def test_usage_with_cache_reads_and_writes(make_model: AnthropicFactory) -
     )
 
 
-async def test_cumulative_usage_in_message_delta_replaces_the_start(make_model: AnthropicFactory) -> None:
+async def test_cumulative_usage_in_message_delta_replaces_the_start(
+    make_anthropic_model: AnthropicFactory,
+) -> None:
     # With server tools, message_delta carries the input of every internal iteration.
     body = sse(
         message_start(702),
         *text_block(0, "x"),
         *message_end(output_tokens=175, input_tokens=1591, cache_read_input_tokens=64),
     )
-    usage = accumulate(await stream_events(make_model, body)).usage
+    usage = accumulate(await stream_events(make_anthropic_model, body)).usage
     assert (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens) == (1591, 175, 64)
 
 
@@ -381,30 +289,30 @@ async def test_cumulative_usage_in_message_delta_replaces_the_start(make_model: 
         ("something_new", "other"),
     ],
 )
-async def test_stop_reasons(raw: str, mapped: str, make_model: AnthropicFactory) -> None:
-    events = await stream_events(make_model, stream_body(text_block(0, "x"), stop_reason=raw))
+async def test_stop_reasons(raw: str, mapped: str, make_anthropic_model: AnthropicFactory) -> None:
+    events = await stream_events(make_anthropic_model, stream_body(text_block(0, "x"), stop_reason=raw))
     assert events[-1] == StreamFinish(mapped, raw_reason=raw, model="claude-test")  # type: ignore[arg-type]
 
 
-async def test_no_stop_reason_with_calls_is_tool_calls(make_model: AnthropicFactory) -> None:
+async def test_no_stop_reason_with_calls_is_tool_calls(make_anthropic_model: AnthropicFactory) -> None:
     events = await stream_events(
-        make_model, stream_body(tool_block(0, "toolu_1", "f", "{}"), stop_reason=None)
+        make_anthropic_model, stream_body(tool_block(0, "toolu_1", "f", "{}"), stop_reason=None)
     )
     assert events[-1] == StreamFinish("tool_calls", raw_reason=None, model="claude-test")
 
 
-async def test_multibyte_text_in_one_byte_pieces(make_model: AnthropicFactory) -> None:
+async def test_multibyte_text_in_one_byte_pieces(make_anthropic_model: AnthropicFactory) -> None:
     text = "Grüße aus Köln — 東京 🚀"
     body = stream_body(text_block(0, text[:7], text[7:]))
     with ReplayServer([ReplayResponse.sse(body).resplit(piece_size=1)]) as server:
-        response = accumulate([e async for e in make_model(server).stream(HELLO)])
+        response = accumulate([e async for e in make_anthropic_model(server).stream(HELLO)])
     assert response.content == text
 
 
-async def test_connection_is_reused_across_requests(make_model: AnthropicFactory) -> None:
+async def test_connection_is_reused_across_requests(make_anthropic_model: AnthropicFactory) -> None:
     body = stream_body(text_block(0, "again"))
     with ReplayServer(lambda request: ReplayResponse.sse(body)) as server:
-        model = make_model(server)
+        model = make_anthropic_model(server)
         for _ in range(4):
             assert accumulate([e async for e in model.stream(HELLO)]).content == "again"
         assert server.connections_opened == 1

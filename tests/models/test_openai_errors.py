@@ -3,41 +3,36 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from typing import Any
 
 import pytest
 
-from loopwright.errors import ConfigError, ContextLengthExceededError, ModelError
-from loopwright.messages import ToolCall, UserMessage
+from loopwright.errors import ConfigError, ContextLengthExceededError
+from loopwright.messages import ToolCall
 from loopwright.models._accumulate import complete_from_stream
-from loopwright.models.base import ModelEvent, ModelRequest, ToolCallStart
+from loopwright.models.base import ToolCallStart
 from loopwright.models.openai import OpenAIModel, ProviderHTTPError
-from loopwright.testing._server import ReplayRequest, ReplayResponse, ReplayServer, openai_chat_stream
+from loopwright.testing import ReplayRequest, ReplayResponse, ReplayServer, openai_chat_stream
+from tests.models._shared import (
+    HELLO,
+    RETRYABLE_BY_STATUS,
+    ModelFactory,
+    check_openai_http_status,
+    events_then_failure,
+    failure,
+    openai_error_body,
+    refused_failure,
+    served_failure,
+    stream_failure,
+    unused_port,
+)
 
-ModelFactory = Callable[..., OpenAIModel]
-
-HELLO = ModelRequest(system="", messages=[UserMessage(content="Hello")])
 CALL = ToolCall(
     id="call_1", name="write_file", arguments='{"path": "notes.txt", "text": "' + "x" * 200 + '"}'
 )
-
-
-def error_body(message: str, type_: str = "invalid_request_error", code: Any = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": type_, "param": None, "code": code}}
-
-
-async def failure(model: OpenAIModel, *, stream: bool = True) -> ModelError:
-    with pytest.raises(ModelError) as caught:
-        if stream:
-            await complete_from_stream(model.stream(HELLO))
-        else:
-            await model.complete(HELLO)
-    return caught.value
 
 
 # --- dropped and incomplete streams --------------------------------------------------------------
@@ -51,13 +46,8 @@ async def test_connection_cut_mid_tool_call(chunked: bool, make_model: ModelFact
     response = ReplayResponse(
         status=200, headers=response.headers, body=body, split=response.split, cut_after=cut, chunked=chunked
     )
-    seen: list[ModelEvent] = []
     with ReplayServer([response]) as server:
-        model = make_model(server)
-        with pytest.raises(ModelError) as caught:
-            async for event in model.stream(HELLO):
-                seen.append(event)
-    error = caught.value
+        seen, error = await events_then_failure(make_model(server))
     assert error.retryable is True
     assert error.status is None
     assert "the stream was interrupted" in str(error)
@@ -67,8 +57,7 @@ async def test_connection_cut_mid_tool_call(chunked: bool, make_model: ModelFact
 async def test_stream_that_stops_without_finish_or_done(make_model: ModelFactory) -> None:
     events = openai_chat_stream(tool_calls=[CALL]).split(b"\n\n")
     truncated = b"\n\n".join(events[:4]) + b"\n\n"
-    with ReplayServer([ReplayResponse.sse(truncated)]) as server:
-        error = await failure(make_model(server))
+    error = await stream_failure(make_model, truncated)
     assert error.retryable is True
     assert "ended before the response was complete" in str(error)
 
@@ -87,9 +76,9 @@ async def test_done_without_finish_reason_is_complete(make_model: ModelFactory) 
 @pytest.mark.parametrize(
     ("payload", "retryable", "status"),
     [
-        (error_body("The server had an error", "server_error"), True, None),
+        (openai_error_body("The server had an error", "server_error"), True, None),
         (
-            error_body("You exceeded your current quota", "insufficient_quota", "insufficient_quota"),
+            openai_error_body("You exceeded your current quota", "insufficient_quota", "insufficient_quota"),
             False,
             None,
         ),
@@ -106,8 +95,7 @@ async def test_error_chunk_in_stream(
 ) -> None:
     first = {"choices": [{"index": 0, "delta": {"content": "partial"}, "finish_reason": None}]}
     body = f"data: {json.dumps(first)}\n\ndata: {json.dumps(payload)}\n\ndata: [DONE]\n\n".encode()
-    with ReplayServer([ReplayResponse.sse(body)]) as server:
-        error = await failure(make_model(server))
+    error = await stream_failure(make_model, body)
     assert type(error) is ProviderHTTPError
     assert error.retryable is retryable
     assert error.status == status
@@ -116,18 +104,18 @@ async def test_error_chunk_in_stream(
 
 
 async def test_context_length_error_in_stream(make_model: ModelFactory) -> None:
-    payload = error_body("This model's maximum context length is 8192 tokens", code="context_length_exceeded")
+    payload = openai_error_body(
+        "This model's maximum context length is 8192 tokens", code="context_length_exceeded"
+    )
     body = f"data: {json.dumps(payload)}\n\n".encode()
-    with ReplayServer([ReplayResponse.sse(body)]) as server:
-        error = await failure(make_model(server))
+    error = await stream_failure(make_model, body)
     assert type(error) is ContextLengthExceededError
     assert error.retryable is False
 
 
 async def test_sse_error_event(make_model: ModelFactory) -> None:
     body = b'event: error\ndata: {"message": "model overloaded", "type": "overloaded_error"}\n\n'
-    with ReplayServer([ReplayResponse.sse(body)]) as server:
-        error = await failure(make_model(server))
+    error = await stream_failure(make_model, body)
     assert "model overloaded" in str(error)
     assert error.retryable is True
 
@@ -141,40 +129,17 @@ async def test_chunk_that_is_not_json(make_model: ModelFactory) -> None:
 
 # --- HTTP errors ---------------------------------------------------------------------------------
 
-STATUS_RETRYABLE = [
-    (400, False),
-    (401, False),
-    (403, False),
-    (404, False),
-    (408, True),
-    (409, True),
-    (422, False),
-    (429, True),
-    (500, True),
-    (502, True),
-    (503, True),
-    (529, True),
-]
 
-
-@pytest.mark.parametrize(("status", "retryable"), STATUS_RETRYABLE)
+@pytest.mark.parametrize(("status", "retryable"), list(RETRYABLE_BY_STATUS.items()))
 @pytest.mark.parametrize("stream", [True, False])
 async def test_http_status_mapping(
     status: int, retryable: bool, stream: bool, make_model: ModelFactory
 ) -> None:
-    response = ReplayResponse.json_body(
-        error_body(f"provider says {status}", code=f"code_{status}"), status=status
-    )
-    with ReplayServer([response]) as server:
-        error = await failure(make_model(server), stream=stream)
-    assert type(error) is ProviderHTTPError
-    assert (error.status, error.retryable, error.code) == (status, retryable, f"code_{status}")
-    assert f"provider says {status}" in str(error)
-    assert error.error_type == "invalid_request_error"
+    await check_openai_http_status(make_model, status, retryable, stream=stream)
 
 
 async def test_error_message_names_provider_model_and_text(make_model: ModelFactory) -> None:
-    body = error_body("The model `gpt-9` does not exist", code="model_not_found")
+    body = openai_error_body("The model `gpt-9` does not exist", code="model_not_found")
     with ReplayServer([ReplayResponse.json_body(body, status=404)]) as server:
         error = await failure(make_model(server, "gpt-9"))
     assert str(error) == (
@@ -194,10 +159,9 @@ async def test_retry_after(
     headers: tuple[tuple[str, str], ...], expected: float | None, make_model: ModelFactory
 ) -> None:
     response = ReplayResponse.json_body(
-        error_body("Rate limit reached", "requests"), status=429, headers=headers
+        openai_error_body("Rate limit reached", "requests"), status=429, headers=headers
     )
-    with ReplayServer([response]) as server:
-        error = await failure(make_model(server))
+    error = await served_failure(make_model, response)
     assert isinstance(error, ProviderHTTPError)
     assert error.retry_after == expected
     assert error.headers[headers[0][0]] == headers[0][1]
@@ -205,19 +169,19 @@ async def test_retry_after(
 
 async def test_retry_after_http_date(make_model: ModelFactory) -> None:
     when = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
-    response = ReplayResponse.json_body(error_body("Slow down"), status=503, headers=(("retry-after", when),))
-    with ReplayServer([response]) as server:
-        error = await failure(make_model(server))
+    response = ReplayResponse.json_body(
+        openai_error_body("Slow down"), status=503, headers=(("retry-after", when),)
+    )
+    error = await served_failure(make_model, response)
     assert isinstance(error, ProviderHTTPError)
     assert error.retry_after is not None and 20 < error.retry_after <= 30
 
 
 async def test_retry_hint_in_message(make_model: ModelFactory) -> None:
-    body = error_body(
+    body = openai_error_body(
         "Rate limit reached for gpt-4o. Please try again in 1m30.5s.", "tokens", "rate_limit_exceeded"
     )
-    with ReplayServer([ReplayResponse.json_body(body, status=429)]) as server:
-        error = await failure(make_model(server))
+    error = await served_failure(make_model, ReplayResponse.json_body(body, status=429))
     assert isinstance(error, ProviderHTTPError)
     assert error.retry_after == 90.5
 
@@ -225,39 +189,35 @@ async def test_retry_hint_in_message(make_model: ModelFactory) -> None:
 @pytest.mark.parametrize(
     "body",
     [
-        error_body("maximum context length is 128000 tokens", code="context_length_exceeded"),
-        error_body("prompt is too long: 210000 tokens > 200000 maximum"),
+        openai_error_body("maximum context length is 128000 tokens", code="context_length_exceeded"),
+        openai_error_body("prompt is too long: 210000 tokens > 200000 maximum"),
     ],
 )
 async def test_context_length_exceeded(body: dict[str, Any], make_model: ModelFactory) -> None:
-    with ReplayServer([ReplayResponse.json_body(body, status=400)]) as server:
-        error = await failure(make_model(server))
+    error = await served_failure(make_model, ReplayResponse.json_body(body, status=400))
     assert type(error) is ContextLengthExceededError
     assert (error.status, error.retryable) == (400, False)
     assert body["error"]["message"] in str(error)
 
 
-async def test_non_json_error_body(make_model: ModelFactory) -> None:
+async def test_non_json_openai_error_body(make_model: ModelFactory) -> None:
     html = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
     response = ReplayResponse(status=502, headers=(("content-type", "text/html"),), body=html)
-    with ReplayServer([response]) as server:
-        error = await failure(make_model(server), stream=False)
+    error = await served_failure(make_model, response, stream=False)
     assert (error.status, error.retryable) == (502, True)
     assert "502 Bad Gateway" in str(error)
 
 
 async def test_error_object_in_a_200_json_response(make_model: ModelFactory) -> None:
-    body = error_body("Upstream failed", "server_error")
-    with ReplayServer([ReplayResponse.json_body(body)]) as server:
-        error = await failure(make_model(server), stream=False)
+    body = openai_error_body("Upstream failed", "server_error")
+    error = await served_failure(make_model, ReplayResponse.json_body(body), stream=False)
     assert "Upstream failed" in str(error)
     assert error.retryable is True
 
 
 async def test_non_json_200_response(make_model: ModelFactory) -> None:
     response = ReplayResponse(status=200, headers=(("content-type", "text/plain"),), body=b"hello")
-    with ReplayServer([response]) as server:
-        error = await failure(make_model(server), stream=False)
+    error = await served_failure(make_model, response, stream=False)
     assert "not JSON" in str(error)
 
 
@@ -265,14 +225,8 @@ async def test_non_json_200_response(make_model: ModelFactory) -> None:
 
 
 async def test_connection_refused() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    model = OpenAIModel("gpt-4o", base_url=f"http://127.0.0.1:{port}/v1", api_key="k")
-    try:
-        error = await failure(model)
-    finally:
-        await model.aclose()
+    port = unused_port()
+    error = await refused_failure(OpenAIModel("gpt-4o", base_url=f"http://127.0.0.1:{port}/v1", api_key="k"))
     assert error.retryable is True
     assert f"cannot connect to http://127.0.0.1:{port}/v1" in str(error)
 

@@ -7,33 +7,30 @@ against the recorded request: same roles, same tool-call ids.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from loopwright.errors import ContextLengthExceededError, ModelError
 from loopwright.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, UserMessage
-from loopwright.models._accumulate import complete_from_stream
 from loopwright.models.base import ModelRequest, ModelResponse, ToolDefinition
 from loopwright.models.openai import OpenAIModel, ProviderHTTPError
-from loopwright.testing._server import ReplayServer
-
-ModelFactory = Callable[..., OpenAIModel]
-
-RECORDINGS = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "provider-recordings"
-CHAT_PREFIXES = ("openai-chat-", "openrouter-chat-", "groq-chat-")
-
-
-def chat_recordings() -> list[str]:
-    if not RECORDINGS.is_dir():
-        raise FileNotFoundError(
-            f"provider recordings not found at {str(RECORDINGS)!r}: clone the shared/ folder beside the repo"
-        )
-    return sorted(p.name for p in RECORDINGS.glob("*.json") if p.name.startswith(CHAT_PREFIXES))
+from loopwright.testing import ReplayServer
+from tests.models._shared import (
+    CHAT_PREFIXES,
+    RECORDINGS,
+    Err,
+    ModelFactory,
+    answered_interactions,
+    assistant_turn,
+    check_calls,
+    check_error,
+    load_recording,
+    recording_names,
+    request_json,
+    run_turn,
+)
 
 
 @dataclass(frozen=True)
@@ -44,16 +41,6 @@ class Ok:
     finish: str
     raw_finish: str | None
     thinking: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Err:
-    type: type[ModelError]
-    status: int | None
-    retryable: bool
-    says: str
-    code: str | None = None
-    retry_after: float | None = None
 
 
 COUNTRY_ANSWERS = {
@@ -282,24 +269,6 @@ EXPECTED: dict[str, list[Ok | Err]] = {
 IDS_NOT_COMPARABLE = {"openrouter-chat-stream-kimi-quirks-missing-arguments-key.json"}
 
 
-def load(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((RECORDINGS / name).read_text(encoding="utf-8"))
-    return data
-
-
-def request_json(interaction: dict[str, Any]) -> dict[str, Any] | None:
-    request = interaction.get("request")
-    if not request:
-        return None
-    if request.get("body_json") is not None:
-        body: dict[str, Any] = request["body_json"]
-        return body
-    if request.get("body_text"):
-        parsed: dict[str, Any] = json.loads(request["body_text"])
-        return parsed
-    return None
-
-
 def from_wire(messages: list[dict[str, Any]]) -> tuple[str, list[Message]]:
     """A recorded request's messages as a system prompt and our message types."""
     system: list[str] = []
@@ -362,16 +331,9 @@ def shape(messages: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
     return roles, ids
 
 
-async def run_turn(model: OpenAIModel, request: ModelRequest, streaming: bool) -> ModelResponse:
-    if streaming:
-        return await complete_from_stream(model.stream(request))
-    return await model.complete(request)
-
-
 def check_response(response: ModelResponse, expected: Ok) -> None:
     assert response.content == expected.text
-    assert [(c.id, c.name) for c in response.tool_calls] == [(i, n) for i, n, _ in expected.calls]
-    assert [json.loads(c.arguments) for c in response.tool_calls] == [a for _, _, a in expected.calls]
+    check_calls(response, expected.calls)
     usage = response.usage
     assert (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens) == expected.usage
     assert response.finish_reason == expected.finish
@@ -379,27 +341,22 @@ def check_response(response: ModelResponse, expected: Ok) -> None:
     assert tuple(t.text for t in response.thinking) == expected.thinking
 
 
-def check_error(error: ModelError, expected: Err, model: OpenAIModel) -> None:
-    assert type(error) is expected.type
-    assert error.status == expected.status
-    assert error.retryable is expected.retryable
-    assert expected.says in str(error)
-    assert error.provider == model.provider and error.model == model.model
-    assert str(error).startswith(f"openai model {model.model!r} failed")
+def check_chat_error(error: ModelError, expected: Err, model: OpenAIModel) -> None:
+    check_error(error, expected, "openai", model.model)
     if isinstance(error, ProviderHTTPError):
         assert error.code == expected.code
         assert error.retry_after == expected.retry_after
 
 
 def test_every_chat_recording_has_expectations() -> None:
-    assert chat_recordings() == sorted(EXPECTED)
+    assert recording_names(*CHAT_PREFIXES) == sorted(EXPECTED)
 
 
-@pytest.mark.parametrize("name", chat_recordings())
+@pytest.mark.parametrize("name", recording_names(*CHAT_PREFIXES))
 async def test_replay_recording(name: str, make_model: ModelFactory) -> None:
-    recording = load(name)
+    recording = load_recording(name)
     streaming = bool(recording["streaming"])
-    interactions = [i for i in recording["interactions"] if i["response"].get("status") is not None]
+    interactions = answered_interactions(recording)
     expectations = EXPECTED[name]
     assert len(interactions) == len(expectations)
     first = request_json(interactions[0])
@@ -418,7 +375,7 @@ async def test_replay_recording(name: str, make_model: ModelFactory) -> None:
             if isinstance(expected, Err):
                 with pytest.raises(ModelError) as caught:
                     await run_turn(model, request, streaming)
-                check_error(caught.value, expected, model)
+                check_chat_error(caught.value, expected, model)
             else:
                 response = await run_turn(model, request, streaming)
                 check_response(response, expected)
@@ -442,13 +399,6 @@ async def test_replay_recording(name: str, make_model: ModelFactory) -> None:
             if response is None:  # after an error the recorded client recovered on its own: use its request
                 system, history = from_wire(following["messages"])
                 continue
-            history.append(
-                AssistantMessage(
-                    content=response.content,
-                    tool_calls=response.tool_calls,
-                    thinking=response.thinking,
-                    model=response.model,
-                )
-            )
+            history.append(assistant_turn(response))
             history.extend(tool_results_for(response.tool_calls, following))
         assert server.errors == []

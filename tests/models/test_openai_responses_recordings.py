@@ -10,42 +10,38 @@ offsets, and into 1-byte pieces, and must parse to the same events.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from loopwright.errors import ModelError
-from loopwright.messages import AssistantMessage, Message, ToolResultMessage, UserMessage
-from loopwright.models._accumulate import complete_from_stream
-from loopwright.models.base import ModelEvent, ModelRequest, ModelResponse, ModelSettings, ToolDefinition
-from loopwright.models.openai import OpenAIModel, ProviderHTTPError
+from loopwright.messages import Message, ToolResultMessage, UserMessage
+from loopwright.models.base import ModelRequest, ModelResponse, ModelSettings, ToolDefinition
+from loopwright.models.openai import ProviderHTTPError
 from loopwright.models.openai_responses import OpenAIResponsesModel
-from loopwright.testing._server import ReplayResponse, ReplayServer, recording_responses
+from loopwright.testing import ReplayServer
+from tests.models._shared import (
+    RECORDINGS,
+    Err,
+    ResponsesFactory,
+    answered_interactions,
+    assistant_turn,
+    check_calls,
+    check_error,
+    check_one_byte_pieces,
+    check_random_splits,
+    has_events,
+    load_recording,
+    recording_names,
+    request_json,
+    run_turn,
+    streaming_recordings,
+)
 
-ModelFactory = Callable[..., OpenAIModel]
-
-RECORDINGS = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "provider-recordings"
 PREFIX = "openai-responses-"
 MODELLED_KEYS = ("model", "input", "tools", "stream", "store", "instructions")
 """Request keys the model builds itself; the rest of a recorded request is passed as settings.extra."""
-
-
-def responses_recordings() -> list[str]:
-    if not RECORDINGS.is_dir():
-        raise FileNotFoundError(
-            f"provider recordings not found at {str(RECORDINGS)!r}: clone the shared/ folder beside the repo"
-        )
-    return sorted(p.name for p in RECORDINGS.glob(f"{PREFIX}*.json"))
-
-
-def responses_model(
-    make_model: ModelFactory, server: ReplayServer, model: str = "gpt-5"
-) -> OpenAIResponsesModel:
-    """An OpenAIResponsesModel on a test client (closed by the make_model fixture)."""
-    return OpenAIResponsesModel(model, client=make_model(server, model).client)
 
 
 @dataclass(frozen=True)
@@ -57,15 +53,6 @@ class Ok:
     raw_finish: str
     reasoning: tuple[str, ...] = ()
     """The reasoning item ids, in order (each a Thinking's signature)."""
-
-
-@dataclass(frozen=True)
-class Err:
-    type: type[ModelError]
-    status: int | None
-    retryable: bool
-    says: str
-    code: str | None
 
 
 MULTIPLY_CALL = ("call_nJmCK7SJe3ajdYYplIbH0KgL", "multiply", {"a": 1231, "b": 2331})
@@ -156,21 +143,6 @@ EXPECTED: dict[str, list[Ok | Err]] = {
 }
 
 
-def load(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((RECORDINGS / name).read_text(encoding="utf-8"))
-    return data
-
-
-def request_json(interaction: dict[str, Any]) -> dict[str, Any] | None:
-    request = interaction.get("request")
-    if not request:
-        return None
-    body: dict[str, Any] | None = request.get("body_json")
-    if body is None and request.get("body_text"):
-        body = json.loads(request["body_text"])
-    return body
-
-
 def sse_payloads(response: dict[str, Any]) -> list[dict[str, Any]]:
     """The data payloads of one recorded stream response."""
     if response.get("chunks_jsonl"):
@@ -233,16 +205,9 @@ def tool_results_for(response: ModelResponse, next_body: dict[str, Any]) -> list
     ]
 
 
-async def run_turn(model: OpenAIResponsesModel, request: ModelRequest, streaming: bool) -> ModelResponse:
-    if streaming:
-        return await complete_from_stream(model.stream(request))
-    return await model.complete(request)
-
-
 def check_response(response: ModelResponse, expected: Ok, recorded: dict[str, Any]) -> None:
     assert response.content == expected.text
-    assert [(c.id, c.name) for c in response.tool_calls] == [(i, n) for i, n, _ in expected.calls]
-    assert [json.loads(c.arguments) for c in response.tool_calls] == [a for _, _, a in expected.calls]
+    check_calls(response, expected.calls)
     usage = response.usage
     assert (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.requests) == (
         *expected.usage,
@@ -256,22 +221,19 @@ def check_response(response: ModelResponse, expected: Ok, recorded: dict[str, An
     assert response.model is not None and response.model.startswith("gpt-5")
 
 
-def check_error(error: ModelError, expected: Err, model: OpenAIResponsesModel) -> None:
-    assert type(error) is expected.type
-    assert (error.status, error.retryable, error.code) == (expected.status, expected.retryable, expected.code)
-    assert expected.says in str(error)
-    assert (error.provider, error.model) == ("openai-responses", model.model)
-    assert str(error).startswith(f"openai-responses model {model.model!r} failed")
+def check_responses_error(error: ModelError, expected: Err, model: OpenAIResponsesModel) -> None:
+    check_error(error, expected, "openai-responses", model.model)
+    assert error.code == expected.code
 
 
 def test_every_responses_recording_has_expectations() -> None:
-    assert responses_recordings() == sorted(EXPECTED)
+    assert recording_names(PREFIX) == sorted(EXPECTED)
 
 
-@pytest.mark.parametrize("name", responses_recordings())
-async def test_replay_recording(name: str, make_model: ModelFactory) -> None:
-    recording = load(name)
-    interactions = [i for i in recording["interactions"] if i["response"].get("status") is not None]
+@pytest.mark.parametrize("name", recording_names(PREFIX))
+async def test_replay_recording(name: str, make_responses_model: ResponsesFactory) -> None:
+    recording = load_recording(name)
+    interactions = answered_interactions(recording)
     expectations = EXPECTED[name]
     assert len(interactions) == len(expectations)
     first = request_json(interactions[0])
@@ -283,7 +245,7 @@ async def test_replay_recording(name: str, make_model: ModelFactory) -> None:
     extra = {k: v for k, v in (first or {}).items() if k not in MODELLED_KEYS}
 
     with ReplayServer.from_recording(RECORDINGS / name) as server:
-        model = responses_model(make_model, server, (first or {}).get("model", "gpt-5"))
+        model = make_responses_model(server, (first or {}).get("model", "gpt-5"))
         for turn, (interaction, expected) in enumerate(zip(interactions, expectations, strict=True)):
             recorded = request_json(interaction)
             streaming = bool(recorded["stream"] if recorded else recording["streaming"])
@@ -293,7 +255,7 @@ async def test_replay_recording(name: str, make_model: ModelFactory) -> None:
             if isinstance(expected, Err):
                 with pytest.raises(ModelError) as caught:
                     await run_turn(model, request, streaming)
-                check_error(caught.value, expected, model)
+                check_responses_error(caught.value, expected, model)
                 response = None
             else:
                 response = await run_turn(model, request, streaming)
@@ -313,14 +275,7 @@ async def test_replay_recording(name: str, make_model: ModelFactory) -> None:
             following = request_json(interactions[turn + 1]) if turn + 1 < len(interactions) else None
             if following is None or response is None:
                 continue
-            history.append(
-                AssistantMessage(
-                    content=response.content,
-                    tool_calls=response.tool_calls,
-                    thinking=response.thinking,
-                    model=response.model,
-                )
-            )
+            history.append(assistant_turn(response))
             history.extend(tool_results_for(response, following))
         assert server.errors == []
 
@@ -328,7 +283,7 @@ async def test_replay_recording(name: str, make_model: ModelFactory) -> None:
 def test_stream_reasoning_keeps_the_encrypted_content_of_output_item_done() -> None:
     """Quirk: one reasoning item streams three different encrypted_content values (added, done,
     completed); the one to send back is the ``output_item.done`` value (see check_response)."""
-    recording = load("openai-responses-stream-reasoning-function-call-usage.json")
+    recording = load_recording("openai-responses-stream-reasoning-function-call-usage.json")
     payloads = sse_payloads(recording["interactions"][0]["response"])
     values = [
         p["item"]["encrypted_content"] for p in payloads if p.get("item", {}).get("type") == "reasoning"
@@ -340,54 +295,19 @@ def test_stream_reasoning_keeps_the_encrypted_content_of_output_item_done() -> N
 
 # --- chunk boundaries ----------------------------------------------------------------------------
 
-SEEDS = (1, 2, 3, 5, 8, 13)
-REQUEST = ModelRequest(system="", messages=[UserMessage(content="Hello")])
-Outcome = list[ModelEvent] | tuple[type[ModelError], str, bool]
-
-
-def streaming_recordings() -> list[str]:
-    return [n for n in responses_recordings() if load(n)["streaming"]]
-
-
-async def outcome(model: OpenAIResponsesModel) -> Outcome:
-    """Every event of one streamed response, or the error it raised."""
-    events: list[ModelEvent] = []
-    try:
-        async for event in model.stream(REQUEST):
-            events.append(event)
-    except ModelError as exc:
-        return type(exc), str(exc), exc.retryable
-    return events
-
-
-async def replay_all(responses: list[ReplayResponse], make_model: ModelFactory) -> list[Outcome]:
-    with ReplayServer(responses) as server:
-        model = responses_model(make_model, server)
-        results = [await outcome(model) for _ in responses]
-        assert server.errors == []
-    return results
+STREAMS = streaming_recordings(recording_names(PREFIX))
 
 
 def test_there_are_streams_to_split() -> None:
-    assert len(streaming_recordings()) == 3
+    assert len(STREAMS) == 3
 
 
-@pytest.mark.parametrize("name", streaming_recordings())
-async def test_random_splits_parse_identically(name: str, make_model: ModelFactory) -> None:
-    originals = recording_responses(RECORDINGS / name)
-    resplit = [r.resplit(seed) for seed in SEEDS for r in originals]
-    assert all(len(r.pieces()) > 1 for r in resplit)
-    results = await replay_all(originals + resplit, make_model)
-    baseline, rest = results[: len(originals)], results[len(originals) :]
-    assert all(isinstance(r, list) and r for r in baseline) or "error" in name
-    for number, result in enumerate(rest):
-        assert result == baseline[number % len(originals)], f"seed {SEEDS[number // len(originals)]}"
+@pytest.mark.parametrize("name", STREAMS)
+async def test_random_splits_parse_identically(name: str, make_responses_model: ResponsesFactory) -> None:
+    baseline = await check_random_splits(name, make_responses_model)
+    assert all(has_events(r) for r in baseline) or "error" in name
 
 
-@pytest.mark.parametrize("name", streaming_recordings())
-async def test_one_byte_pieces_parse_identically(name: str, make_model: ModelFactory) -> None:
-    originals = recording_responses(RECORDINGS / name)
-    single_bytes = [r.resplit(piece_size=1) for r in originals]
-    assert [len(r.pieces()) for r in single_bytes] == [len(r.body) for r in originals]
-    results = await replay_all(originals + single_bytes, make_model)
-    assert results[len(originals) :] == results[: len(originals)]
+@pytest.mark.parametrize("name", STREAMS)
+async def test_one_byte_pieces_parse_identically(name: str, make_responses_model: ResponsesFactory) -> None:
+    await check_one_byte_pieces(name, make_responses_model)

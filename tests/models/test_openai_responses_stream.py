@@ -4,7 +4,7 @@ responses, and an agent run end to end on a recorded exchange."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +20,8 @@ from loopwright.messages import (
     Usage,
     UserMessage,
 )
-from loopwright.models._accumulate import StepAccumulator, complete_from_stream
+from loopwright.models._accumulate import complete_from_stream
 from loopwright.models.base import (
-    ModelEvent,
     ModelRequest,
     ModelResponse,
     ModelSettings,
@@ -34,29 +33,18 @@ from loopwright.models.base import (
     ToolDefinition,
     UsageUpdate,
 )
-from loopwright.models.openai import OpenAIModel
 from loopwright.models.openai_responses import OpenAIResponsesModel
 from loopwright.sessions.file import FileSessionStore
-from loopwright.testing._server import ReplayRequest, ReplayResponse, ReplayServer
+from loopwright.testing import ReplayRequest, ReplayResponse, ReplayServer
+from tests.models._shared import HELLO, RECORDINGS, ResponsesFactory, accumulate, stream_events
 
-ModelFactory = Callable[..., OpenAIModel]
-
-RECORDINGS = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "provider-recordings"
 WEATHER = ToolDefinition(
     name="get_weather",
     description="Current weather in a city",
     parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 )
-HELLO = ModelRequest(system="", messages=[UserMessage(content="Hello")])
 INCLUDE = {"include": ["reasoning.encrypted_content"]}
 USAGE = {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 4}, "output_tokens": 5}
-
-
-def responses_model(
-    make_model: ModelFactory, server: ReplayServer, model: str = "gpt-5"
-) -> OpenAIResponsesModel:
-    """An OpenAIResponsesModel on a test client (closed by the make_model fixture)."""
-    return OpenAIResponsesModel(model, client=make_model(server, model).client)
 
 
 def sse(*payloads: dict[str, Any], named: bool = True) -> bytes:
@@ -114,19 +102,6 @@ def reasoning_item(item_id: str, encrypted: str | None = None, summary: Sequence
     return item
 
 
-async def stream_events(make_model: ModelFactory, body: bytes) -> list[ModelEvent]:
-    with ReplayServer([ReplayResponse.sse(body)]) as server:
-        model = responses_model(make_model, server)
-        return [event async for event in model.stream(HELLO)]
-
-
-def accumulate(events: list[ModelEvent]) -> ModelResponse:
-    acc = StepAccumulator()
-    for event in events:
-        acc.add(event)
-    return acc.response()
-
-
 # --- construction --------------------------------------------------------------------------------
 
 
@@ -156,7 +131,7 @@ async def test_local_server_needs_no_api_key() -> None:
 REASONING = Thinking(text="Checking Paris first.", signature="rs_1", redacted="gAAAA-enc-1")
 
 
-async def test_request_body_shape(make_model: ModelFactory) -> None:
+async def test_request_body_shape(make_responses_model: ResponsesFactory) -> None:
     history: list[Message] = [
         UserMessage(content="Weather in Paris and Rome?"),
         AssistantMessage(
@@ -198,7 +173,7 @@ async def test_request_body_shape(make_model: ModelFactory) -> None:
         ),
     )
     with ReplayServer([ReplayResponse.sse(sse(completed()))]) as server:
-        model = responses_model(make_model, server, "gpt-5-mini")
+        model = make_responses_model(server, "gpt-5-mini")
         await complete_from_stream(model.stream(request))
     sent = server.requests[0]
     assert (sent.method, sent.path) == ("POST", "/v1/responses")
@@ -262,12 +237,12 @@ async def test_request_body_shape(make_model: ModelFactory) -> None:
     }
 
 
-async def test_minimal_body_leaves_out_what_is_not_set(make_model: ModelFactory) -> None:
+async def test_minimal_body_leaves_out_what_is_not_set(make_responses_model: ResponsesFactory) -> None:
     request = ModelRequest(
         system="", messages=[UserMessage(content="Hi")], settings=ModelSettings(parallel_tool_calls=True)
     )
     with ReplayServer([ReplayResponse.json_body({"status": "completed", "output": []})]) as server:
-        await responses_model(make_model, server).complete(request)
+        await make_responses_model(server).complete(request)
     assert server.requests[0].json == {
         "model": "gpt-5",
         "input": [{"role": "user", "content": "Hi"}],
@@ -276,7 +251,7 @@ async def test_minimal_body_leaves_out_what_is_not_set(make_model: ModelFactory)
     }
 
 
-async def test_with_store_on_reasoning_items_go_back_by_id(make_model: ModelFactory) -> None:
+async def test_with_store_on_reasoning_items_go_back_by_id(make_responses_model: ResponsesFactory) -> None:
     history: list[Message] = [
         UserMessage(content="Hi"),
         AssistantMessage(
@@ -286,7 +261,7 @@ async def test_with_store_on_reasoning_items_go_back_by_id(make_model: ModelFact
     ]
     request = ModelRequest(system="", messages=history, settings=ModelSettings(extra={"store": True}))
     with ReplayServer([ReplayResponse.sse(sse(completed()))]) as server:
-        await complete_from_stream(responses_model(make_model, server).stream(request))
+        await complete_from_stream(make_responses_model(server).stream(request))
     sent = server.requests[0].json
     assert sent["store"] is True
     assert sent["input"][1] == {"type": "reasoning", "id": "rs_9", "summary": []}
@@ -296,7 +271,7 @@ async def test_with_store_on_reasoning_items_go_back_by_id(make_model: ModelFact
 # --- stream events -------------------------------------------------------------------------------
 
 
-async def test_reasoning_summary_text_and_call_in_order(make_model: ModelFactory) -> None:
+async def test_reasoning_summary_text_and_call_in_order(make_responses_model: ResponsesFactory) -> None:
     summary = {"type": "response.reasoning_summary_text.delta", "item_id": "rs_a", "output_index": 0}
     body = sse(
         {"type": "response.created", "response": {"status": "in_progress", "model": "gpt-5-2025-08-07"}},
@@ -321,7 +296,7 @@ async def test_reasoning_summary_text_and_call_in_order(make_model: ModelFactory
         done(2, call_item("fc_1", "call_1", "get_weather", '{"city": "Oslo"}')),
         completed(),
     )
-    events = await stream_events(make_model, body)
+    events = await stream_events(make_responses_model, body)
     assert events == [
         ThinkingDelta(signature="rs_a", block=0),
         ThinkingDelta("Think", block=0),
@@ -342,7 +317,7 @@ async def test_reasoning_summary_text_and_call_in_order(make_model: ModelFactory
     assert response.tool_calls == (ToolCall(id="call_1", name="get_weather", arguments='{"city": "Oslo"}'),)
 
 
-async def test_interleaved_calls_map_to_running_positions(make_model: ModelFactory) -> None:
+async def test_interleaved_calls_map_to_running_positions(make_responses_model: ResponsesFactory) -> None:
     body = sse(
         added(0, reasoning_item("rs_a")),
         done(0, reasoning_item("rs_a")),
@@ -354,7 +329,7 @@ async def test_interleaved_calls_map_to_running_positions(make_model: ModelFacto
         args_delta(" 1}", item_id="fc_a", index=1),
         completed(),
     )
-    events = await stream_events(make_model, body)
+    events = await stream_events(make_responses_model, body)
     calls = [e for e in events if isinstance(e, ToolCallStart | ToolCallArgsDelta)]
     assert calls == [
         ToolCallStart(0, "call_a", "first"),
@@ -370,7 +345,7 @@ async def test_interleaved_calls_map_to_running_positions(make_model: ModelFacto
     ]
 
 
-async def test_arguments_only_in_done_events(make_model: ModelFactory) -> None:
+async def test_arguments_only_in_done_events(make_responses_model: ResponsesFactory) -> None:
     body = sse(
         added(0, call_item("fc_a", "call_a", "a")),
         done(0, call_item("fc_a", "call_a", "a", '{"x": 1}')),  # no deltas at all
@@ -387,7 +362,7 @@ async def test_arguments_only_in_done_events(make_model: ModelFactory) -> None:
         done(2, call_item("fc_c", "call_c", "c", '{"z": "contradicts the deltas"}')),
         completed(),
     )
-    events = await stream_events(make_model, body)
+    events = await stream_events(make_responses_model, body)
     assert ToolCallArgsDelta(1, ": 2}") in events
     assert [(c.id, c.arguments) for c in accumulate(events).tool_calls] == [
         ("call_a", '{"x": 1}'),
@@ -396,7 +371,7 @@ async def test_arguments_only_in_done_events(make_model: ModelFactory) -> None:
     ]
 
 
-async def test_arguments_before_their_item_are_held_back(make_model: ModelFactory) -> None:
+async def test_arguments_before_their_item_are_held_back(make_responses_model: ResponsesFactory) -> None:
     body = sse(
         args_delta('{"q": ', item_id="fc_a", index=0),
         added(0, call_item("fc_a", "call_a", "search")),
@@ -404,7 +379,7 @@ async def test_arguments_before_their_item_are_held_back(make_model: ModelFactor
         args_delta("{}", item_id="fc_orphan", index=5),  # never announced: started at the end
         completed(),
     )
-    events = await stream_events(make_model, body)
+    events = await stream_events(make_responses_model, body)
     assert events[:3] == [
         ToolCallStart(0, "call_a", "search"),
         ToolCallArgsDelta(0, '{"q": '),
@@ -417,7 +392,7 @@ async def test_arguments_before_their_item_are_held_back(make_model: ModelFactor
     ]
 
 
-async def test_text_of_separate_messages_and_refusals(make_model: ModelFactory) -> None:
+async def test_text_of_separate_messages_and_refusals(make_responses_model: ResponsesFactory) -> None:
     def refusal(item_id: str, text: str) -> dict[str, Any]:
         part = {"type": "refusal", "refusal": text}
         return {"type": "message", "id": item_id, "role": "assistant", "content": [part]}
@@ -433,7 +408,7 @@ async def test_text_of_separate_messages_and_refusals(make_model: ModelFactory) 
         completed(),
         named=False,  # the type in the payload is enough
     )
-    response = accumulate(await stream_events(make_model, body))
+    response = accumulate(await stream_events(make_responses_model, body))
     assert response.content == "First.\n\nSecond, only in its done event.\n\nI can't.\n\nNo."
     assert (response.finish_reason, response.tool_calls) == ("stop", ())
 
@@ -442,13 +417,13 @@ async def test_text_of_separate_messages_and_refusals(make_model: ModelFactory) 
     ("reason", "finish"),
     [("max_output_tokens", "length"), ("content_filter", "content_filter"), ("max_messages", "other")],
 )
-async def test_incomplete_response(reason: str, finish: str, make_model: ModelFactory) -> None:
+async def test_incomplete_response(reason: str, finish: str, make_responses_model: ResponsesFactory) -> None:
     body = sse(
         text_delta("Partial"),
         completed("incomplete", incomplete_details={"reason": reason}),
         text_delta(" ignored after the end"),
     )
-    response = accumulate(await stream_events(make_model, body))
+    response = accumulate(await stream_events(make_responses_model, body))
     assert (response.content, response.finish_reason, response.raw_finish_reason) == (
         "Partial",
         finish,
@@ -457,7 +432,7 @@ async def test_incomplete_response(reason: str, finish: str, make_model: ModelFa
     assert response.usage.output_tokens == 5
 
 
-async def test_raw_reasoning_text_and_done_marker(make_model: ModelFactory) -> None:
+async def test_raw_reasoning_text_and_done_marker(make_responses_model: ResponsesFactory) -> None:
     """Open-weight models on compatible servers stream ``reasoning_text``; some servers end with [DONE]."""
     delta = {
         "type": "response.reasoning_text.delta",
@@ -483,23 +458,23 @@ async def test_raw_reasoning_text_and_done_marker(make_model: ModelFactory) -> N
         )
         + b"data: [DONE]\n\n"
     )
-    response = accumulate(await stream_events(make_model, body))
+    response = accumulate(await stream_events(make_responses_model, body))
     assert response.thinking == (Thinking(text="Let me see", signature="rs_x"),)
     assert (response.content, response.usage.requests) == ("Done", 0)
 
 
-async def test_multibyte_text_split_inside_characters(make_model: ModelFactory) -> None:
+async def test_multibyte_text_split_inside_characters(make_responses_model: ResponsesFactory) -> None:
     text = "Grüße aus Köln — 東京 🚀"
     body = sse(text_delta(text), completed())
     with ReplayServer([ReplayResponse.sse(body).resplit(piece_size=1)]) as server:
-        response = await complete_from_stream(responses_model(make_model, server).stream(HELLO))
+        response = await complete_from_stream(make_responses_model(server).stream(HELLO))
     assert response.content == text
 
 
 # --- non-streamed responses ----------------------------------------------------------------------
 
 
-async def test_complete_reads_every_item_kind(make_model: ModelFactory) -> None:
+async def test_complete_reads_every_item_kind(make_responses_model: ResponsesFactory) -> None:
     body = {
         "status": "incomplete",
         "incomplete_details": {"reason": "max_output_tokens"},
@@ -513,7 +488,7 @@ async def test_complete_reads_every_item_kind(make_model: ModelFactory) -> None:
         "usage": USAGE,
     }
     with ReplayServer([ReplayResponse.json_body(body)]) as server:
-        response = await responses_model(make_model, server).complete(HELLO)
+        response = await make_responses_model(server).complete(HELLO)
     assert response == ModelResponse(
         content="Answer",
         tool_calls=(ToolCall(id="call_1", name="get_weather", arguments='{"city": "Oslo"}'),),
@@ -530,20 +505,22 @@ async def test_complete_reads_every_item_kind(make_model: ModelFactory) -> None:
     )
 
 
-async def test_complete_without_usage_still_counts_the_request(make_model: ModelFactory) -> None:
+async def test_complete_without_usage_still_counts_the_request(
+    make_responses_model: ResponsesFactory,
+) -> None:
     body = {"output": [message_item("m", "Hi")]}  # a sparse compatible server: no status, no usage
     with ReplayServer([ReplayResponse.json_body(body)]) as server:
-        response = await responses_model(make_model, server).complete(HELLO)
+        response = await make_responses_model(server).complete(HELLO)
     assert (response.content, response.finish_reason, response.usage.requests) == ("Hi", "stop", 1)
 
 
-async def test_summaries_round_trip_into_the_next_request(make_model: ModelFactory) -> None:
+async def test_summaries_round_trip_into_the_next_request(make_responses_model: ResponsesFactory) -> None:
     first = {
         "status": "completed",
         "output": [reasoning_item("rs_1", "enc", ["Plan."]), message_item("m", "Hi")],
     }
     with ReplayServer([ReplayResponse.json_body(first), ReplayResponse.json_body(first)]) as server:
-        model = responses_model(make_model, server)
+        model = make_responses_model(server)
         response = await model.complete(HELLO)
         history: list[Message] = [
             *HELLO.messages,

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from loopwright.messages import AssistantMessage, Message, Thinking, ToolCall, ToolResultMessage, UserMessage
-from loopwright.models._accumulate import StepAccumulator, complete_from_stream
+from loopwright.models._accumulate import complete_from_stream
 from loopwright.models.base import (
-    ModelEvent,
     ModelRequest,
-    ModelResponse,
     ModelSettings,
     StreamFinish,
     TextDelta,
@@ -24,21 +21,19 @@ from loopwright.models.base import (
     UsageUpdate,
 )
 from loopwright.models.openai import OpenAIModel
-from loopwright.testing._server import (
+from loopwright.testing import (
     ReplayResponse,
     ReplayServer,
     openai_chat_completion,
     openai_chat_stream,
 )
-
-ModelFactory = Callable[..., OpenAIModel]
+from tests.models._shared import HELLO, ModelFactory, accumulate, stream_events
 
 WEATHER = ToolDefinition(
     name="get_weather",
     description="Current weather in a city",
     parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 )
-HELLO = ModelRequest(system="", messages=[UserMessage(content="Hello")])
 
 
 def sse(*chunks: dict[str, Any], done: bool = True) -> bytes:
@@ -57,19 +52,6 @@ def tool(index: int | None = None, **fields: Any) -> dict[str, Any]:
     if function:
         call["function"] = function
     return call
-
-
-async def stream_events(make_model: ModelFactory, body: bytes) -> list[ModelEvent]:
-    with ReplayServer([ReplayResponse.sse(body)]) as server:
-        model = make_model(server)
-        return [event async for event in model.stream(HELLO)]
-
-
-def accumulate(events: list[ModelEvent]) -> ModelResponse:
-    acc = StepAccumulator()
-    for event in events:
-        acc.add(event)
-    return acc.response()
 
 
 # --- request body --------------------------------------------------------------------------------

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import httpx
 import pytest
 
 from loopwright.messages import ToolCall
-from loopwright.testing._server import (
+from loopwright.testing import (
     ReplayRequest,
     ReplayResponse,
     ReplayServer,
@@ -20,8 +19,7 @@ from loopwright.testing._server import (
     recorded_body,
     recording_responses,
 )
-
-RECORDINGS = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "provider-recordings"
+from tests.models._shared import RECORDINGS
 
 
 async def test_queued_responses_in_order_and_requests_recorded() -> None:
