@@ -30,6 +30,15 @@ from loopwright.tools.base import Tool
 __all__ = ["RunRequest", "RunSetup", "RunState"]
 
 
+@dataclass(slots=True)
+class _SetupCache:
+    """What a :class:`RunSetup` works out once and keeps."""
+
+    stable_version: int = -1
+    stable_prompt: str = ""
+    tool_chars: int = -1
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunSetup:
     """Everything about the agent a run needs; built once by :class:`~loopwright.Agent`."""
@@ -55,7 +64,7 @@ class RunSetup:
     prices: PriceTable = field(default_factory=PriceTable.default)
     _prices_seen: dict[str, Price | None] = field(default_factory=dict)
 
-    _stable: list[tuple[int, str]] = field(default_factory=list)
+    _cache: _SetupCache = field(default_factory=lambda: _SetupCache())
 
     @property
     def model(self) -> Model:
@@ -64,19 +73,23 @@ class RunSetup:
     @property
     def tool_chars(self) -> int:
         """Characters of the tool definitions as sent (names, descriptions, schemas): a bound on
-        their tokens."""
-        if not self._stable or len(self._stable) < 2:
-            self.stable_prompt  # noqa: B018 - fills the cache
-        return self._stable[1][0]
+        their tokens. An agent's tools never change once it is built, so this is counted once."""
+        cache = self._cache
+        if cache.tool_chars < 0:
+            cache.tool_chars = sum(
+                len(t.name) + len(t.description) + len(repr(t.parameters)) for t in self.tool_defs
+            )
+        return cache.tool_chars
 
     @property
     def stable_prompt(self) -> str:
         """The stable layers composed (recomposed only when a layer changed)."""
+        cache = self._cache
         version = self.context.version
-        if not self._stable or self._stable[0][0] != version:
-            chars = sum(len(t.name) + len(t.description) + len(repr(t.parameters)) for t in self.tool_defs)
-            self._stable[:] = [(version, self.context.flat(stable=True)), (chars, "")]
-        return self._stable[0][1]
+        if cache.stable_version != version:
+            cache.stable_prompt = self.context.flat(stable=True)
+            cache.stable_version = version
+        return cache.stable_prompt
 
     def price_for(self, model_name: str) -> Price | None:
         """The model's price (looked up once per model name)."""
