@@ -200,6 +200,12 @@ class Agent:
         an empty or oversized message and :class:`~loopwright.errors.SessionBusyError` when the session
         stays busy; everything that goes wrong once the run is accepted is in the report (``reason``,
         ``error``)."""
+        chosen = mode or self.config.queue_mode
+        if session_id is None or self._modes.idle(session_id):
+            # The common case — nothing runs in this session here: no mode to apply.
+            wait = 0.0 if chosen == "drop" else None
+            run = self._new_run(message, session_id, deps, meta, EventSink(self._listeners), limits, wait)
+            return await self._drive(run)
 
         async def start(text: str, extra: dict[str, Any] | None, wait: float | None) -> RunReport:
             merged = {**(meta or {}), **(extra or {})} or None
@@ -207,7 +213,7 @@ class Agent:
             return await self._drive(run)
 
         return await self._modes.route(
-            mode or self.config.queue_mode,
+            chosen,
             session_id,
             message,
             None,

@@ -60,6 +60,10 @@ class ModeRouter:
             if not runs:
                 del self._runs[run.session_id]
 
+    def idle(self, session_id: str) -> bool:
+        """Nothing of this agent's is running, waiting or being collected for the session."""
+        return session_id not in self._runs and session_id not in self._batches
+
     def active(self, session_id: str) -> RunState | None:
         """The run holding the session (accepted, not finished), if one of this agent's."""
         for run in self._runs.get(session_id, ()):
