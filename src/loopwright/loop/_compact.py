@@ -61,7 +61,7 @@ def message_tokens(m: Message) -> int:
 
 
 def usable_window(run: RunState) -> int:
-    cfg = run.config
+    cfg = run.setup.config
     return cfg.context_window - cfg.reserve_floor
 
 
@@ -226,7 +226,7 @@ async def flush_memory(run: RunState) -> bool:
     """The silent memory-flush turn, when the context nears the window and none happened in this
     compaction cycle. Its messages are kept (marked ``{"flush": true}``); ``NO_REPLY`` is never shown.
     True if it ran."""
-    cfg = run.config
+    cfg = run.setup.config
     if run.flushed or FLUSH_TOOL not in run.setup.tools:
         return False
     if context_tokens(run) <= cfg.context_window - cfg.flush_threshold:

@@ -19,11 +19,11 @@ async def build_context(run: RunState) -> None:
     """Prepare ``run.messages`` (the context the model sees) and ``run.system``; record the user
     message; flush memory or compact when the context nears the window."""
     await load_context(run)
-    if run.setup.workspace is not None and run.config.memory_results:
+    if run.setup.workspace is not None and run.setup.config.memory_results:
         from loopwright.memory import memory_context  # SQLite only for workspaces that have notes
 
         run.recalled = await memory_context(
-            run.setup.workspace, run.request.message, run.config.memory_results, source="daily"
+            run.setup.workspace, run.request.message, run.setup.config.memory_results, source="daily"
         )
         if run.recalled:
             compose_system(run, run.memory_text)

@@ -29,7 +29,7 @@ async def execute(run: RunState) -> None:
     """Run model steps until the run ends; set ``run.report.reason`` and ``final_text``."""
     report = run.report
     limits = run.request.limits or run.setup.limits
-    max_steps = run.config.max_tool_iterations
+    max_steps = run.setup.config.max_tool_iterations
     step = 0
     ending: str | None = None  # set when the next call is the last, tool-less one
     run.executing = True
@@ -42,7 +42,7 @@ async def execute(run: RunState) -> None:
             hit = check_limits(run, limits)
             if hit is not None:
                 await _limit_reached(run, hit)
-                if hit.over or not run.config.wind_down:
+                if hit.over or not run.setup.config.wind_down:
                     report.reason, report.limit = "limit", hit.describe()
                     report.final_text = _last_text(run)
                     return
@@ -76,7 +76,7 @@ async def execute(run: RunState) -> None:
             return
         step += 1
         if step >= max_steps:
-            if not run.config.wind_down:
+            if not run.setup.config.wind_down:
                 report.reason = "max_steps"
                 report.final_text = _last_text(run)
                 return
@@ -92,7 +92,7 @@ async def _step(
     setup = run.setup
     tools = () if final else setup.tool_defs
     if final:
-        why = run.report.limit or f"{run.config.max_tool_iterations} tool steps"
+        why = run.report.limit or f"{run.setup.config.max_tool_iterations} tool steps"
         note = WIND_DOWN_NOTE.format(why=why)
     if setup.guardrails:
         await _guard(run, step, "input", None)

@@ -23,7 +23,7 @@ def validate_message(message: str, limit: int) -> None:
 
 
 async def intake(run: RunState) -> None:
-    cfg = run.config
+    cfg = run.setup.config
     validate_message(run.request.message, cfg.max_message_bytes)
     session_id = validate_session_id(run.session_id)
     wait = cfg.queue_timeout if run.request.wait is None else run.request.wait

@@ -53,7 +53,12 @@ async def call_model(
     for position, model in enumerate(models):
         attempt = 0
         while True:
-            sent = run.view() if messages is None else messages
+            if messages is not None:
+                sent = messages
+            elif run.pruning:
+                sent = run.view()
+            else:
+                sent = run.messages
             request = ModelRequest(
                 system=system,
                 messages=sent,

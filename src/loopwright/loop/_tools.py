@@ -35,7 +35,7 @@ async def run_tool_calls(run: RunState, step: int, calls: Sequence[ToolCall], re
         done.append(await _run_one(run, step, call))
         return
     run.open_calls = {c.id: c for c in calls}
-    if not run.config.parallel_tool_calls:
+    if not run.setup.config.parallel_tool_calls:
         for c in calls:
             if run.steering:  # a new user message arrived: calls not yet started are skipped
                 done.append(await _skip(run, c, "skipped: a new user message arrived"))
@@ -151,7 +151,7 @@ async def _invoke(run: RunState, step: int, call: ToolCall) -> tuple[str, str | 
         done, value, coro = start_eagerly(tool.call(args, ctx))
         if not done:
             # The tool is waiting on something: only now is a timer worth its cost.
-            timeout = tool.timeout or run.config.tool_timeout
+            timeout = tool.timeout or run.setup.config.tool_timeout
             async with asyncio.timeout(timeout) as scope:
                 value = await coro
     except TimeoutError:
@@ -179,13 +179,13 @@ def _check_repeat(run: RunState, call: ToolCall) -> str | None:
         run.repeat_count += 1
     else:
         run.repeat_key, run.repeat_count = key, 1
-    if run.repeat_count < run.config.repeat_limit:
+    if run.repeat_count < run.setup.config.repeat_limit:
         return None
     run.repeat_offences += 1
     run.repeat_count = 0
     return (
         f"not executed: you called {call.name!r} with the same arguments "
-        f"{run.config.repeat_limit} times in a row; the result will not change. "
+        f"{run.setup.config.repeat_limit} times in a row; the result will not change. "
         "Use what you already have, try something different, or give your answer."
     )
 

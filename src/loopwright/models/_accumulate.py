@@ -137,19 +137,28 @@ class StepAccumulator:
     def message(self, *, model: str, run_id: str, timestamp: str) -> AssistantMessage:
         """The step as the assistant message the transcript records (no intermediate response).
         Thinking blocks are tagged with the provider of ``model`` (the part before ``:``)."""
-        calls = self.tool_calls()
-        thinking = self.thinking()
-        if thinking:
+        # This runs once per step: the common cases (no thinking, one piece of text or none) are
+        # handled inline rather than through the helper methods.
+        calls = self.tool_calls() if self._calls else ()
+        thinking: tuple[Thinking, ...] = ()
+        if self._thinking:
+            thinking = self.thinking()
             provider = model.partition(":")[0] if ":" in model else None
             for t in thinking:
                 t.provider = provider
+        text = self._text
+        finish = self.finish
+        if calls:
+            finish = "tool_calls" if finish is None or finish == "stop" else finish
+        elif finish is None:
+            finish = "stop"
         return AssistantMessage(
-            content=self.text,
+            content=(text[0] if len(text) == 1 else "".join(text)),
             tool_calls=calls,
             thinking=thinking,
             model=self.model or model,
             usage=self.usage,
-            finish_reason=self._finish_reason(calls),
+            finish_reason=finish,
             run_id=run_id,
             timestamp=timestamp,
         )
