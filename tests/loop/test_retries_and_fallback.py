@@ -157,3 +157,18 @@ async def test_an_unavailable_model_in_the_chain_is_skipped(monkeypatch: object)
     report = await agent.run("hi")
     assert report.final_text == "backup answered"
     assert report.steps[0].model == "test"
+
+
+async def test_a_model_call_that_stalls_keeps_its_partial_text_and_reports_the_timeout(
+    tmp_path: Path,
+) -> None:
+    body = openai_chat_stream(text=["Here is the first part", " and the rest."])
+    stalled = ReplayResponse.sse(body, split=[body.index(b" and the rest")], pause=1.0)
+    with ReplayServer([stalled]) as server:
+        model = OpenAIModel("gpt-test", base_url=server.base_url, api_key="test", timeout=0.3)
+        async with Agent(model, workspace=tmp_path, config={"max_retries": 0}) as agent:
+            report = await agent.run("hi", session_id="s")
+    assert report.reason == "error" and "timed out" in (report.error or "")
+    assert report.final_text == "Here is the first part"  # what had streamed is kept
+    entries = await Agent(workspace=tmp_path).transcript("s")
+    assert (entries[-1].role, entries[-1].content) == ("assistant", "Here is the first part")  # type: ignore[union-attr]
