@@ -33,7 +33,7 @@ except ImportError:  # pragma: no cover - older SDKs use httpx
 
 from loopwright.messages import UserMessage
 from loopwright.models._accumulate import StepAccumulator
-from loopwright.models.base import ModelRequest
+from loopwright.models.base import Model, ModelRequest
 
 RECORDINGS = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "provider-recordings"
 
@@ -59,62 +59,56 @@ def _transport(body: bytes) -> httpx.MockTransport:
     return httpx.MockTransport(handler)
 
 
-def _openai_pair(body: bytes) -> tuple[Callable[[], Awaitable[float]], Callable[[], Awaitable[float]]]:
+Timed = Callable[[], Awaitable[float]]
+GO = [{"role": "user", "content": "go"}]
+
+
+def _ours(model: Model) -> Timed:
+    """loopwright's side: the provider's event stream fed to the loop's step accumulator."""
+    request = ModelRequest(system="", messages=[UserMessage(content="go")])
+
+    async def ours() -> float:
+        acc = StepAccumulator()
+        spent = await _iterate(model.stream(request), acc.add)
+        acc.response()
+        return spent
+
+    return ours
+
+
+def _openai_pair(body: bytes) -> tuple[Timed, Timed]:
     import openai
 
     from loopwright.models.openai import OpenAIModel
 
+    http = httpx.AsyncClient(transport=_transport(body))
     client = openai.AsyncOpenAI(
-        api_key="bench",
-        base_url="http://bench.local/v1",
-        max_retries=0,
-        http_client=httpx.AsyncClient(transport=_transport(body)),
+        api_key="bench", base_url="http://bench.local/v1", max_retries=0, http_client=http
     )
-    model = OpenAIModel("gpt-4o", client=client)
-    request = ModelRequest(system="", messages=[UserMessage(content="go")])
 
     async def bare() -> float:
-        stream = await client.chat.completions.create(
-            model="gpt-4o", messages=[{"role": "user", "content": "go"}], stream=True
+        return await _iterate(
+            await client.chat.completions.create(model="gpt-4o", messages=GO, stream=True), None
         )
-        return await _iterate(stream, None)
 
-    async def ours() -> float:
-        acc = StepAccumulator()
-        spent = await _iterate(model.stream(request), acc.add)
-        acc.response()
-        return spent
-
-    return bare, ours
+    return bare, _ours(OpenAIModel("gpt-4o", client=client))
 
 
-def _anthropic_pair(body: bytes) -> tuple[Callable[[], Awaitable[float]], Callable[[], Awaitable[float]]]:
+def _anthropic_pair(body: bytes) -> tuple[Timed, Timed]:
     import anthropic
 
     from loopwright.models.anthropic import AnthropicModel
 
+    http = httpx.AsyncClient(transport=_transport(body))
     client = anthropic.AsyncAnthropic(
-        api_key="bench",
-        base_url="http://bench.local",
-        max_retries=0,
-        http_client=httpx.AsyncClient(transport=_transport(body)),
+        api_key="bench", base_url="http://bench.local", max_retries=0, http_client=http
     )
-    model = AnthropicModel("claude-bench", client=client)
-    request = ModelRequest(system="", messages=[UserMessage(content="go")])
 
     async def bare() -> float:
-        stream = await client.messages.create(
-            model="claude-bench", max_tokens=1024, messages=[{"role": "user", "content": "go"}], stream=True
-        )
+        stream = await client.messages.create(model="claude-bench", max_tokens=1024, messages=GO, stream=True)
         return await _iterate(stream, None)
 
-    async def ours() -> float:
-        acc = StepAccumulator()
-        spent = await _iterate(model.stream(request), acc.add)
-        acc.response()
-        return spent
-
-    return bare, ours
+    return bare, _ours(AnthropicModel("claude-bench", client=client))
 
 
 async def _iterate(stream: AsyncIterator[Any], handle: Callable[[Any], None] | None) -> float:

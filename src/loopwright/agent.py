@@ -9,12 +9,12 @@ import os
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from loopwright.config import LoopConfig, QueueMode
 from loopwright.context.prompt import stable_layers
 from loopwright.context.registry import ContextRegistry
-from loopwright.errors import ConfigError, LoopwrightError, NotFoundError
+from loopwright.errors import ConfigError, InputError, LoopwrightError, NotFoundError
 from loopwright.events import RunEnded, RunEvent, RunStarted
 from loopwright.guardrails import Guardrail
 from loopwright.lanes.base import SessionLocks
@@ -200,7 +200,7 @@ class Agent:
         an empty or oversized message and :class:`~loopwright.errors.SessionBusyError` when the session
         stays busy; everything that goes wrong once the run is accepted is in the report (``reason``,
         ``error``)."""
-        chosen = mode or self.config.queue_mode
+        chosen = _queue_mode(mode) if mode is not None else self.config.queue_mode
         if session_id is None or self._modes.idle(session_id):
             # The common case — nothing runs in this session here: no mode to apply.
             wait = 0.0 if chosen == "drop" else None
@@ -351,6 +351,8 @@ class Agent:
         if self._worker is None:
             raise ConfigError("submit() needs the agent's worker: use `async with Agent(...) as agent:`")
         validate_message(message, self.config.max_message_bytes)
+        if mode is not None:
+            _queue_mode(mode)
         request = QueuedRequest(
             session_id=validate_session_id(session_id or new_session_id()), message=message
         )
@@ -515,6 +517,14 @@ class Agent:
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, model={self.model.name!r}, tools={list(self.tools)!r})"
+
+
+def _queue_mode(mode: str) -> QueueMode:
+    """A queue mode given at run time, checked before anything happens."""
+    if mode not in get_args(QueueMode):
+        known = ", ".join(get_args(QueueMode))
+        raise InputError(f"unknown queue mode {mode!r}; use one of: {known}")
+    return mode  # type: ignore[return-value]
 
 
 def _as_workspace(value: str | os.PathLike[str] | Workspace | None) -> Workspace | None:

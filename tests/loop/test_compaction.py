@@ -10,9 +10,9 @@ from tests.helpers import assert_paired, record_events
 
 from loopwright import Agent, ToolCall, tool
 from loopwright.context.compaction import COMPACTION_SYSTEM
+from loopwright.context.tokens import estimate_tokens
 from loopwright.errors import ContextLengthExceededError
 from loopwright.events import CompactionEnded
-from loopwright.loop._compact import message_tokens
 from loopwright.messages import ToolResultMessage, UserMessage
 from loopwright.models.base import ModelEvent, ModelRequest, ModelResponse
 from loopwright.sessions import MemorySessionStore, TranscriptRecord
@@ -34,7 +34,7 @@ class Measured:
         return "test"
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        self.sizes.append(sum(message_tokens(m) for m in request.messages) + len(request.system) // 4)
+        self.sizes.append(estimate_tokens(request.system, request.messages))
         self.requests.append(request)
         return self.inner.stream(request)
 

@@ -183,3 +183,13 @@ async def test_modes_come_from_the_configuration() -> None:
         await agent.run("x", session_id="s")
     gate.open.set()
     await first
+
+
+async def test_an_unknown_mode_is_refused_before_anything_happens() -> None:
+    from loopwright import InputError
+
+    store = MemorySessionStore()
+    agent = Agent(scripted([]), store=store)
+    with pytest.raises(InputError, match="unknown queue mode 'shove'; use one of: queue, drop"):
+        await agent.run("hi", session_id="s", mode="shove")  # type: ignore[arg-type]
+    assert await store.get("s") is None

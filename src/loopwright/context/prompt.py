@@ -16,7 +16,6 @@ from loopwright.models.base import ToolDefinition
 __all__ = [
     "DEFAULT_IDENTITY",
     "compose_system_prompt",
-    "default_layers",
     "dynamic_layers",
     "stable_layers",
 ]
@@ -78,19 +77,6 @@ def dynamic_layers(
         )
     )
     return layers
-
-
-def default_layers(
-    *,
-    identity: str,
-    tools: Sequence[ToolDefinition],
-    workspace: Path | None,
-    memory: str,
-    now: datetime,
-) -> list[ContextLayer]:
-    return stable_layers(identity=identity, tools=tools, workspace=workspace) + dynamic_layers(
-        memory=memory, now=now
-    )
 
 
 _minutes: dict[tuple[int, str], str] = {}

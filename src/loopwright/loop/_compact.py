@@ -26,7 +26,7 @@ from loopwright.context.compaction import (
     missing_identifiers,
 )
 from loopwright.context.prompt import compose_system_prompt, dynamic_layers
-from loopwright.context.tokens import CHARS_PER_TOKEN, message_chars
+from loopwright.context.tokens import message_chars
 from loopwright.errors import ContextOverflowError
 from loopwright.events import CompactionEnded, CompactionStarted
 from loopwright.loop._model_call import call_model
@@ -35,7 +35,7 @@ from loopwright.messages import Message, UserMessage, now_iso
 from loopwright.report import StepReport
 from loopwright.sessions._codec import TranscriptRecord
 
-__all__ = ["compact", "compose_system", "context_tokens", "flush_memory", "message_tokens", "usable_window"]
+__all__ = ["compact", "compose_system", "context_tokens", "flush_memory", "surely_small", "usable_window"]
 
 FLUSH_TOOL = "memory_write"
 NO_REPLY = "NO_REPLY"
@@ -53,11 +53,8 @@ _FLUSH_STEPS = 3
 KEEP_FRACTION = 0.25
 #: Old large tool results are pruned from what is sent once the context passes this share of the window.
 PRUNE_FROM = 0.5
-_PER_MESSAGE = 4
-
-
-def message_tokens(m: Message) -> int:
-    return message_chars(m) // CHARS_PER_TOKEN + _PER_MESSAGE
+_FRAMING_CHARS = 16
+"""Characters counted for a message's role and separators in the counting-free bound."""
 
 
 def usable_window(run: RunState) -> int:
@@ -100,7 +97,7 @@ def surely_small(run: RunState, limit: int | None = None) -> bool:
     else:
         bound, start = anchor[0], anchor[1] + 1
     for m in run.messages[start:]:
-        bound += message_chars(m) + _PER_MESSAGE * 4
+        bound += message_chars(m) + _FRAMING_CHARS
     return bound <= limit * PRUNE_FROM
 
 
