@@ -9,6 +9,7 @@ from typing import Any
 from loopwright import Agent
 from loopwright.events import RunEvent
 from loopwright.messages import AssistantMessage, Message, ToolResultMessage
+from loopwright.sessions._codec import TranscriptRecord
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -22,7 +23,9 @@ def record_events(agent: Agent) -> list[RunEvent]:
 
 
 def assert_paired(messages: list[Message]) -> None:
-    """Every tool call has exactly one result, right after its assistant message."""
+    """Every tool call has exactly one result, right after its assistant message (journal and other
+    records between them are not messages)."""
+    messages = [m for m in messages if not isinstance(m, TranscriptRecord)]
     i = 0
     while i < len(messages):
         m = messages[i]

@@ -4,6 +4,8 @@
 """
 
 from loopwright.agent import Agent
+from loopwright.approvals import ApprovalDecision, ApprovalMismatchError, ApprovalRequest
+from loopwright.caller import Caller
 from loopwright.config import LoopConfig
 from loopwright.context.registry import ContextLayer, ContextRegistry
 from loopwright.errors import (
@@ -22,6 +24,8 @@ from loopwright.errors import (
     StorageError,
 )
 from loopwright.events import (
+    ApprovalRequested,
+    ApprovalResolved,
     ContextBuilt,
     ExecuteStarted,
     LimitReached,
@@ -41,12 +45,14 @@ from loopwright.events import (
     ToolCallStarted,
 )
 from loopwright.guardrails import Guardrail, GuardrailContext, GuardrailDecision, guardrail
+from loopwright.hooks import HookBus, StopRun
 from loopwright.limits import RunLimits
 from loopwright.messages import AssistantMessage, Message, ToolCall, ToolResultMessage, Usage, UserMessage
 from loopwright.models.base import Model, ModelRequest, ModelResponse
+from loopwright.permissions import PermissionPolicy
 from loopwright.report import RunReport, StepReport, ToolCallReport
 from loopwright.tools._function import FunctionTool, tool
-from loopwright.tools.base import Tool, ToolContext
+from loopwright.tools.base import Tool, ToolContext, Toolset
 from loopwright.workspace import Workspace, init_workspace
 
 __version__ = "0.1.0"
@@ -54,7 +60,13 @@ __version__ = "0.1.0"
 __all__ = [
     "Agent",
     "AgentDefinitionError",
+    "ApprovalDecision",
+    "ApprovalMismatchError",
+    "ApprovalRequest",
+    "ApprovalRequested",
+    "ApprovalResolved",
     "AssistantMessage",
+    "Caller",
     "ConfigError",
     "ContextBuilt",
     "ContextLayer",
@@ -66,6 +78,7 @@ __all__ = [
     "Guardrail",
     "GuardrailContext",
     "GuardrailDecision",
+    "HookBus",
     "InputError",
     "LimitReached",
     "LoopConfig",
@@ -79,6 +92,7 @@ __all__ = [
     "ModelResponse",
     "ModelRetry",
     "NotFoundError",
+    "PermissionPolicy",
     "PersistStarted",
     "RunEnded",
     "RunError",
@@ -93,6 +107,7 @@ __all__ = [
     "StepEnded",
     "StepReport",
     "StepStarted",
+    "StopRun",
     "StorageError",
     "TextChunk",
     "ThinkingChunk",
@@ -103,6 +118,7 @@ __all__ = [
     "ToolCallStarted",
     "ToolContext",
     "ToolResultMessage",
+    "Toolset",
     "Usage",
     "UserMessage",
     "Workspace",

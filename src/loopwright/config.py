@@ -45,6 +45,9 @@ class LoopConfig(BaseModel):
     max_tool_iterations: int = Field(10, ge=1)
     execution_timeout: float = Field(600.0, gt=0)
     tool_timeout: float = Field(30.0, gt=0)
+    approval_timeout: float = Field(120.0, gt=0)
+    """How long a tool call marked ``ask`` waits for a decision before it is denied (the wait counts
+    toward ``execution_timeout``)."""
     # queue settings
     queue_mode: QueueMode = "queue"
     """What a message does when its session is busy: see docs/concurrency.md."""

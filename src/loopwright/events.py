@@ -13,6 +13,7 @@ A run's events come in this order::
         TextChunk / ThinkingChunk* (stream:delta for text)
         ModelRetry, StepDiscarded, ModelFallback   when a model call fails and is retried
         LimitReached                               before the last, tool-less call of a run
+        ApprovalRequested … ApprovalResolved       around a tool call the policy marks "ask"
         ToolCallStarted (tool:start) … ToolCallEnded (tool:end)
       StepEnded                          ─┘
     RunFailed (loop:error)                 only when the run ended in an error
@@ -25,10 +26,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from loopwright.approvals import ApprovalRequest
 from loopwright.messages import Usage
 from loopwright.report import RunReport
 
 __all__ = [
+    "ApprovalRequested",
+    "ApprovalResolved",
     "CompactionEnded",
     "CompactionStarted",
     "ContextBuilt",
@@ -245,6 +249,34 @@ class LimitReached:
 
 
 @dataclass(slots=True, kw_only=True)
+class ApprovalRequested:
+    """A tool call waits for a decision (see :mod:`loopwright.approvals`)."""
+
+    name: ClassVar[str] = "approval:requested"
+    run_id: str
+    request: ApprovalRequest
+    type: Literal["approval_requested"] = "approval_requested"
+
+    def payload(self) -> dict[str, Any]:
+        return self.request.to_dict()
+
+
+@dataclass(slots=True, kw_only=True)
+class ApprovalResolved:
+    """A waiting call got its decision: ``by`` is ``approver``, ``api``, ``timeout`` or ``resume``."""
+
+    name: ClassVar[str] = "approval:resolved"
+    run_id: str
+    call_id: str
+    decision: str
+    by: str
+    type: Literal["approval_resolved"] = "approval_resolved"
+
+    def payload(self) -> dict[str, Any]:
+        return {"callId": self.call_id, "decision": self.decision, "by": self.by}
+
+
+@dataclass(slots=True, kw_only=True)
 class CompactionStarted:
     name: ClassVar[str] = "compaction:start"
     run_id: str
@@ -332,6 +364,8 @@ RunEvent = (
     | StepDiscarded
     | ModelFallback
     | LimitReached
+    | ApprovalRequested
+    | ApprovalResolved
     | CompactionStarted
     | CompactionEnded
     | RunFailed

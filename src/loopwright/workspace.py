@@ -45,7 +45,7 @@ __all__ = ["AgentDefinition", "Workspace", "init_workspace", "parse_agent_md"]
 _log = logging.getLogger("loopwright")
 
 _FENCE = "---"
-_AGENT_KEYS = ("name", "description", "model", "tools")
+_AGENT_KEYS = ("name", "description", "model", "tools", "permissions", "mcp", "plugins")
 #: Every accepted spelling of a loop setting (snake_case and camelCase) -> its LoopConfig field.
 _LOOP_KEYS = {
     spelling: name
@@ -67,6 +67,12 @@ class AgentDefinition:
     """A model name, or a fallback chain tried in order."""
     tools: list[str] = field(default_factory=list)
     """Built-in tool names and ``module:function`` paths, as written."""
+    permissions: dict[str, str] = field(default_factory=dict)
+    """Permission rules: tool name, glob or ``group:NAME`` -> allow / ask / deny (docs/safety.md)."""
+    mcp: dict[str, Any] = field(default_factory=dict)
+    """MCP servers by name (docs/mcp.md)."""
+    plugins: list[str] = field(default_factory=list)
+    """Installed plugins to load, by entry-point name (docs/hooks.md)."""
     system: str = ""
     """The markdown body: the agent's identity and rules (empty means the loop's default prompt)."""
     loop: dict[str, Any] = field(default_factory=dict)
@@ -101,6 +107,9 @@ def parse_agent_md(text: str, path: str = "AGENT.md") -> AgentDefinition:
         description=settings.pop("description", ""),
         model=settings.pop("model", None),
         tools=settings.pop("tools", []),
+        permissions=settings.pop("permissions", {}),
+        mcp=settings.pop("mcp", {}),
+        plugins=settings.pop("plugins", []),
         system="\n".join(body).strip(),
         loop=settings,
         path=Path(path),
@@ -191,6 +200,12 @@ class _Frontmatter:
             value = self.check_model(key, value, node, line)
         elif name == "tools":
             value = self.check_tools(key, value, node, line)
+        elif name == "permissions":
+            value = self.check_permissions(key, value, line)
+        elif name == "mcp":
+            value = self.check_mcp(key, value, line)
+        elif name == "plugins":
+            value = self.check_plugins(key, value, line)
         else:
             value = self.check_loop_setting(name, key, value, line)
         return (name, value) if len(self.problems) == reported else None
@@ -233,6 +248,38 @@ class _Frontmatter:
                 first_seen[entry] = entry_line
             else:
                 self.report(f"{key}[{i}]", message, entry_line)
+        return value
+
+    def check_permissions(self, key: str, value: Any, line: int) -> Any:
+        if not isinstance(value, dict):
+            self.report(key, f"expected 'tool: allow|ask|deny' rules, got {_describe(value)}", line)
+            return value
+        for rule, decision in value.items():
+            if not isinstance(rule, str) or not rule.strip():
+                self.report(
+                    key, f"rule names must be tool names, globs or group:NAME, got {_show(rule)}", line
+                )
+            elif decision not in ("allow", "ask", "deny"):
+                self.report(f"{key}.{rule}", f"expected allow, ask or deny, got {_show(decision)}", line)
+        return value
+
+    def check_mcp(self, key: str, value: Any, line: int) -> Any:
+        if not isinstance(value, dict):
+            self.report(key, f"expected MCP servers by name, got {_describe(value)}", line)
+            return value
+        try:
+            from loopwright.tools.mcp import parse_mcp_config
+
+            parse_mcp_config(value)
+        except ImportError:  # pragma: no cover - the MCP module ships with the package
+            pass
+        except (ValueError, TypeError, ConfigError) as exc:
+            self.report(key, str(exc), line)
+        return value
+
+    def check_plugins(self, key: str, value: Any, line: int) -> Any:
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            self.report(key, f"expected a list of plugin names, got {_describe(value)}", line)
         return value
 
     def check_loop_setting(self, name: str, key: str, value: Any, line: int) -> Any:

@@ -86,7 +86,7 @@ def test_show_json(workspace: Path, two_sessions: list[str]) -> None:
     result = invoke(["sessions", "show", two_sessions[0], "-w", str(workspace), "--json", "--runs"])
     document = json.loads(result.stdout)
     assert document["session"]["id"] == two_sessions[0]
-    roles = [entry["role"] for entry in document["transcript"]]
+    roles = [entry["role"] for entry in document["transcript"] if "role" in entry]
     assert roles[0] == "user" and roles[-1] == "assistant" and roles.count("tool") == 9
     [run] = document["runs"]
     assert run["stepCount"] == 10

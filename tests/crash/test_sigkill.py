@@ -228,8 +228,8 @@ async def run_cli(
 def tool_results_are_paired(transcript: Path) -> None:
     """On disk: every tool call has exactly one result, and every result answers a call."""
     lines = [json.loads(line) for line in transcript.read_text(encoding="utf-8").splitlines()]
-    calls = [c["id"] for line in lines if line["role"] == "assistant" for c in line.get("tool_calls", [])]
-    results = [line["tool_call_id"] for line in lines if line["role"] == "tool"]
+    calls = [c["id"] for line in lines if line.get("role") == "assistant" for c in line.get("tool_calls", [])]
+    results = [line["tool_call_id"] for line in lines if line.get("role") == "tool"]
     assert len(calls) == len(set(calls)), "tool call ids repeat: pairing by id is ambiguous"
     assert Counter(results) == Counter(calls), (
         f"calls without exactly one result: {Counter(calls) - Counter(results)}"

@@ -365,6 +365,6 @@ async def test_agent_runs_on_one_session_never_overlap_with_file_locks(tmp_path:
     reports = await asyncio.gather(*(agent.run(f"m{i}", session_id="s") for i in range(5)))
     assert peak == 1 and all(r.reason == "done" for r in reports)
     users = [
-        e["content"] for e in read_jsonl(tmp_path / "sessions/s/transcript.jsonl") if e["role"] == "user"
+        e["content"] for e in read_jsonl(tmp_path / "sessions/s/transcript.jsonl") if e.get("role") == "user"
     ]
     assert users == [f"m{i}" for i in range(5)]

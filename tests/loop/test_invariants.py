@@ -74,7 +74,7 @@ async def test_two_runs_on_one_session_never_overlap(tmp_path: Path) -> None:
     assert peak == 1
     assert all(r.reason == "done" for r in reports)
     users = [
-        e["content"] for e in read_jsonl(tmp_path / "sessions/s/transcript.jsonl") if e["role"] == "user"
+        e["content"] for e in read_jsonl(tmp_path / "sessions/s/transcript.jsonl") if e.get("role") == "user"
     ]
     assert users == [f"m{i}" for i in range(5)]  # arrival order kept
 
@@ -111,7 +111,7 @@ async def test_busy_session_with_no_wait_is_refused(tmp_path: Path) -> None:
     gate.set()
     assert (await first).reason == "done"
     users = [
-        e["content"] for e in read_jsonl(tmp_path / "sessions/s/transcript.jsonl") if e["role"] == "user"
+        e["content"] for e in read_jsonl(tmp_path / "sessions/s/transcript.jsonl") if e.get("role") == "user"
     ]
     assert users == ["one"]  # the refused message was never written
 
@@ -204,7 +204,7 @@ async def test_bad_tool_calls_become_error_results(tmp_path: Path, call: ToolCal
     assert result.is_error and expected in result.content
     assert report.steps[0].tool_calls[0].error == result.content
     logged = read_jsonl(tmp_path / "sessions/s/transcript.jsonl")
-    assert [line.get("tool_call_id") for line in logged if line["role"] == "tool"] == ["c1"]
+    assert [line.get("tool_call_id") for line in logged if line.get("role") == "tool"] == ["c1"]
     await _assert_lock_free(agent, locks, "s")
 
 
@@ -214,7 +214,7 @@ async def test_results_are_capped_before_they_are_stored(tmp_path: Path) -> None
     )
     agent = Agent(model, tools=[echo], workspace=tmp_path)
     await agent.run("go", session_id="s")
-    [stored] = [e for e in read_jsonl(tmp_path / "sessions/s/transcript.jsonl") if e["role"] == "tool"]
+    [stored] = [e for e in read_jsonl(tmp_path / "sessions/s/transcript.jsonl") if e.get("role") == "tool"]
     assert stored["content"].startswith("y" * 8000)
     assert stored["content"].endswith("[truncated: 9000 characters, showing the first 8000]")
     assert len(stored["content"]) < 8100

@@ -21,6 +21,7 @@ from loopwright import (
 )
 from loopwright.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from loopwright.sessions import FileSessionStore
+from loopwright.sessions._codec import TranscriptRecord
 from loopwright.testing import FunctionModel, ScriptedModel, TestModel
 
 
@@ -45,6 +46,9 @@ async def test_test_model_calls_each_tool_then_answers(tmp_path: Path) -> None:
     assert "add → 5" in report.final_text and "shout → EXAMPLE" in report.final_text
     assert report.usage.input_tokens > 0 and report.usage.output_tokens > 0
     lines = read_jsonl(tmp_path / "sessions" / report.session_id / "transcript.jsonl")
+    journal = [line for line in lines if line.get("type") == "tool_start"]
+    assert [j["tool"] for j in journal] == ["add", "shout"]  # each call journaled before it ran
+    lines = [line for line in lines if "role" in line]
     assert [line["role"] for line in lines] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
     assert all(line["run_id"] == report.id and line["timestamp"].endswith("Z") for line in lines)
     assert lines[1]["tool_calls"][0]["name"] == "add"
@@ -145,7 +149,7 @@ async def test_same_inputs_same_transcript_ids_and_timestamps_aside(tmp_path: Pa
         await agent.run("again", session_id="s")
         transcripts.append(_strip_volatile(await agent.transcript("s")))
     assert transcripts[0] == transcripts[1]
-    assert len(transcripts[0]) == 12
+    assert len(transcripts[0]) == 16  # 12 messages and 4 journal records
 
 
 def _strip_volatile(entries: list[object]) -> list[dict[str, object]]:
@@ -274,7 +278,12 @@ async def test_history_messages_are_typed(tmp_path: Path) -> None:
     agent = Agent(TestModel(), tools=[add], workspace=tmp_path)
     report = await agent.run("go")
     entries = await agent.transcript(report.session_id)
-    assert [type(e) for e in entries] == [UserMessage, AssistantMessage, ToolResultMessage, AssistantMessage]
+    assert [type(e) for e in entries if not isinstance(e, TranscriptRecord)] == [
+        UserMessage,
+        AssistantMessage,
+        ToolResultMessage,
+        AssistantMessage,
+    ]
     assert_paired(entries)  # type: ignore[arg-type]
     store = agent.store
     assert isinstance(store, FileSessionStore)

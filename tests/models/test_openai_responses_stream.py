@@ -34,6 +34,7 @@ from loopwright.models.base import (
     UsageUpdate,
 )
 from loopwright.models.openai_responses import OpenAIResponsesModel
+from loopwright.sessions._codec import TranscriptRecord
 from loopwright.sessions.file import FileSessionStore
 from loopwright.testing import ReplayRequest, ReplayResponse, ReplayServer
 from tests.models._shared import HELLO, RECORDINGS, ResponsesFactory, accumulate, stream_events
@@ -568,13 +569,13 @@ async def test_agent_run_on_the_recorded_two_turn_exchange() -> None:
     usage = report.total_usage
     assert (usage.input_tokens, usage.output_tokens, usage.requests) == (58 + 94, 23 + 18, 2)
 
-    assert [type(m) for m in transcript] == [
+    assert [type(m) for m in transcript if not isinstance(m, TranscriptRecord)] == [
         UserMessage,
         AssistantMessage,
         ToolResultMessage,
         AssistantMessage,
     ]
-    user, call, result, answer = transcript
+    user, call, result, answer = [m for m in transcript if not isinstance(m, TranscriptRecord)]
     assert isinstance(user, UserMessage) and user.content.startswith("What is 1231")
     assert isinstance(call, AssistantMessage) and isinstance(answer, AssistantMessage)
     assert isinstance(result, ToolResultMessage)

@@ -16,7 +16,7 @@ from loopwright.cli._options import ModelOpt, SessionOpt, WorkspaceOpt, load_age
 from loopwright.cli._render import LiveRenderer
 from loopwright.cli._run import report_outcome, stream_run
 from loopwright.cli._term import Terminal, text
-from loopwright.errors import LoopwrightError
+from loopwright.errors import LoopwrightError, NotFoundError
 from loopwright.report import RunReport
 from loopwright.sessions import new_session_id, validate_session_id
 
@@ -120,6 +120,7 @@ class Chat:
         if name in ("/exit", "/quit"):
             return False
         if name == "/new":
+            self._end_session(runner)
             self.session_id = new_session_id()
             self._print_session(new=True)
         elif name == "/session":
@@ -131,6 +132,11 @@ class Chat:
         else:
             self.term.out.print(text(f"unknown command {name!r}; {_HELP}", "yellow"), soft_wrap=True)
         return True
+
+    def _end_session(self, runner: asyncio.Runner) -> None:
+        """``session_end`` for the session being left (if it ever got a message)."""
+        with contextlib.suppress(NotFoundError):  # nothing was said in it: no session to end
+            runner.run(self.agent.end_session(self.session_id, reason="new"))
 
     def _compact(self, runner: asyncio.Runner) -> None:
         try:

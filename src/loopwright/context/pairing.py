@@ -12,9 +12,13 @@ from dataclasses import dataclass, field
 
 from loopwright.messages import AssistantMessage, Message, ToolResultMessage, now_iso
 
-__all__ = ["NOT_EXECUTED", "repair_pairing"]
+__all__ = ["IN_DOUBT_RESULT", "NOT_EXECUTED", "repair_pairing"]
 
 NOT_EXECUTED = "not executed: the run ended before this tool call finished ({why})"
+IN_DOUBT_RESULT = (
+    "in doubt: this call started but the run ended before it finished ({why}), so whether it took "
+    "effect is unknown; it was not run again. Check its effect before you retry it."
+)
 
 
 @dataclass(slots=True)
@@ -25,10 +29,17 @@ class _Block:
 
 
 def repair_pairing(
-    messages: list[Message], *, why: str = "run interrupted"
+    messages: list[Message],
+    *,
+    why: str = "run interrupted",
+    started: frozenset[str] | set[str] = frozenset(),
+    leave_open: frozenset[str] | set[str] = frozenset(),
 ) -> tuple[list[Message], list[ToolResultMessage], int]:
     """Return ``(repaired, synthetic, dropped)``: the repaired message list, the synthetic results
-    it had to invent (to be appended to the transcript) and how many orphan results were dropped."""
+    it had to invent (to be appended to the transcript) and how many orphan results were dropped.
+
+    ``started`` names calls the journal saw start: their synthetic result says the call is in doubt
+    rather than not executed. ``leave_open`` names calls a resumed run is about to answer itself."""
     out: list[Message | _Block] = []
     open_blocks: dict[str, _Block] = {}  # call id -> latest block that has this call unanswered
     dropped = 0
@@ -64,11 +75,14 @@ def repair_pairing(
         repaired.append(item.call)
         for c in item.call.tool_calls:
             result = item.results.get(c.id)
+            if result is None and c.id in leave_open:
+                continue
             if result is None:
+                text = IN_DOUBT_RESULT if c.id in started else NOT_EXECUTED
                 result = ToolResultMessage(
                     tool_call_id=c.id,
                     name=c.name,
-                    content=NOT_EXECUTED.format(why=why),
+                    content=text.format(why=why),
                     is_error=True,
                     synthetic=True,
                     run_id=item.call.run_id,

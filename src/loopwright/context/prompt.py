@@ -18,6 +18,7 @@ __all__ = [
     "compose_system_prompt",
     "dynamic_layers",
     "stable_layers",
+    "tools_layer",
 ]
 
 DEFAULT_IDENTITY = "You are a helpful assistant. Answer clearly and use the tools you have when they help."
@@ -39,10 +40,18 @@ def stable_layers(
                 priority=20,
             )
         )
-    if tools:
-        lines = "\n".join(f"- {t.name}: {_first_line(t.description)}" for t in tools)
-        layers.append(ContextLayer(name="tools", content=f"## Tools\n{lines}", priority=30))
+    layer = tools_layer(tools)
+    if layer is not None:
+        layers.append(layer)
     return layers
+
+
+def tools_layer(tools: Sequence[ToolDefinition]) -> ContextLayer | None:
+    """The ``## Tools`` list of the stable prefix (None without tools)."""
+    if not tools:
+        return None
+    lines = "\n".join(f"- {t.name}: {_first_line(t.description)}" for t in tools)
+    return ContextLayer(name="tools", content=f"## Tools\n{lines}", priority=30)
 
 
 def dynamic_layers(

@@ -29,6 +29,7 @@ from loopwright.context.prompt import compose_system_prompt, dynamic_layers
 from loopwright.context.tokens import message_chars
 from loopwright.errors import ContextOverflowError
 from loopwright.events import CompactionEnded, CompactionStarted
+from loopwright.hooks._events import CompactionHook
 from loopwright.loop._model_call import call_model
 from loopwright.loop._state import RunState
 from loopwright.messages import Message, UserMessage, now_iso
@@ -67,7 +68,7 @@ def context_tokens(run: RunState, *, pruned: bool = True) -> int:
     messages added since, each counted once. ``pruned=False`` estimates the unpruned context, an
     upper bound that needs no pruning pass (pruning only ever shortens)."""
     messages = run.view() if pruned else run.messages
-    return run.estimate.estimate(run.system, messages, tools=run.setup.tool_defs)
+    return run.estimate.estimate(run.system, messages, tools=run.tool_defs)
 
 
 def compose_system(run: RunState, memory: str) -> None:
@@ -76,7 +77,10 @@ def compose_system(run: RunState, memory: str) -> None:
         dynamic_layers(memory=memory, now=_now(), summary=run.summary, recalled=run.recalled)
     )
     run.memory_text = memory
-    run.stable_prompt = run.setup.stable_prompt
+    setup = run.setup
+    run.stable_prompt = (
+        setup.stable_prompt if run.tool_defs is setup.tool_defs else setup.stable_prompt_for(run.tool_defs)
+    )
     run.system = f"{run.stable_prompt}\n\n{dynamic}"
 
 
@@ -131,6 +135,12 @@ async def compact(run: RunState, *, reason: str, force: bool = False) -> bool:
         raise ContextOverflowError(before, limit, "there is nothing older to summarise")
     if run.sink.active:
         await run.sink.emit(CompactionStarted(run_id=run.run_id, reason=reason, tokens_before=before))
+    hooks = run.setup.hooks
+    if hooks.has("before_compaction"):
+        await hooks.fire(
+            "before_compaction",
+            CompactionHook(run_id=run.run_id, session_id=run.session_id, reason=reason, tokens_before=before),
+        )
     covered = messages[:cut]
     kept = messages[cut:]
     identifiers = extract_identifiers(covered, run.summary)
@@ -169,6 +179,18 @@ async def compact(run: RunState, *, reason: str, force: bool = False) -> bool:
     for step in usage_steps:
         run.add_step(step)
     run.compactions += 1
+    if hooks.has("after_compaction"):
+        await hooks.fire(
+            "after_compaction",
+            CompactionHook(
+                run_id=run.run_id,
+                session_id=run.session_id,
+                reason=reason,
+                tokens_before=before,
+                summary=summary,
+                tokens_after=after,
+            ),
+        )
     if run.sink.active:
         await run.sink.emit(
             CompactionEnded(
@@ -224,7 +246,7 @@ async def flush_memory(run: RunState) -> bool:
     compaction cycle. Its messages are kept (marked ``{"flush": true}``); ``NO_REPLY`` is never shown.
     True if it ran."""
     cfg = run.setup.config
-    if run.flushed or FLUSH_TOOL not in run.setup.tools:
+    if run.flushed or FLUSH_TOOL not in run.tools:
         return False
     if context_tokens(run) <= cfg.context_window - cfg.flush_threshold:
         return False

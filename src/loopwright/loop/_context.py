@@ -8,7 +8,8 @@ from loopwright.context.compaction import active_compaction, context_after
 from loopwright.context.pairing import repair_pairing
 from loopwright.loop._compact import compact, compose_system, flush_memory
 from loopwright.loop._state import RunState
-from loopwright.messages import UserMessage, now_iso
+from loopwright.messages import AssistantMessage, Message, ToolResultMessage, UserMessage, now_iso
+from loopwright.sessions._codec import Entry, TranscriptRecord
 
 __all__ = ["build_context", "load_context"]
 
@@ -19,6 +20,8 @@ async def build_context(run: RunState) -> None:
     """Prepare ``run.messages`` (the context the model sees) and ``run.system``; record the user
     message; flush memory or compact when the context nears the window."""
     await load_context(run)
+    if run.request.resume is not None:
+        return  # a checkpointed run continues: its message is in the transcript already
     if run.setup.workspace is not None and run.setup.config.memory_results:
         from loopwright.memory import memory_context  # SQLite only for workspaces that have notes
 
@@ -47,8 +50,18 @@ async def load_context(run: RunState) -> None:
     for warning in transcript.warnings:
         log.warning("%s", warning)
         run.warnings.append(warning)
-    messages, synthetic, dropped = repair_pairing(transcript.messages, why="the run was interrupted")
-    if synthetic:
+    why = "the run was interrupted"
+    leave_open: set[str] = set()
+    if run.request.resume is not None:
+        leave_open = _open_calls_of(transcript.messages, run.run_id)
+        run.in_doubt = _started_calls(transcript.entries) & leave_open
+    messages, synthetic, dropped = repair_pairing(transcript.messages, why=why, leave_open=leave_open)
+    if synthetic:  # rare: say which of them had started (the journal), then write them
+        started = _started_calls(transcript.entries)
+        if started:
+            messages, synthetic, dropped = repair_pairing(
+                transcript.messages, why=why, started=started, leave_open=leave_open
+            )
         await store.append(run.session_id, synthetic)
         run.warnings.append(f"wrote {len(synthetic)} missing tool result(s) left by an interrupted run")
     if dropped:
@@ -62,6 +75,22 @@ async def load_context(run: RunState) -> None:
             run.warnings.append(f"compaction {active.id!r} names a message that is not there; ignoring it")
     run.messages = messages
     compose_system(run, _read_memory(run))
+
+
+def _started_calls(entries: list[Entry]) -> set[str]:
+    """Calls the journal saw start."""
+    return {
+        str(e.data.get("call_id")) for e in entries if type(e) is TranscriptRecord and e.type == "tool_start"
+    }
+
+
+def _open_calls_of(messages: list[Message], run_id: str) -> set[str]:
+    """The unanswered calls of the run's last assistant message (where its checkpoint stopped)."""
+    answered = {m.tool_call_id for m in messages if type(m) is ToolResultMessage}
+    for m in reversed(messages):
+        if type(m) is AssistantMessage and m.tool_calls and m.run_id == run_id:
+            return {c.id for c in m.tool_calls if c.id not in answered}
+    return set()
 
 
 def _read_memory(run: RunState) -> str:

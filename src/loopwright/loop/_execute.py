@@ -13,7 +13,8 @@ import time
 from loopwright.errors import ContextLengthExceededError
 from loopwright.events import LimitReached, StepEnded
 from loopwright.guardrails import GuardrailContext
-from loopwright.loop._compact import compact, surely_small
+from loopwright.hooks._events import ModelCallHook
+from loopwright.loop._compact import compact, context_tokens, surely_small
 from loopwright.loop._limits import WIND_DOWN_NOTE, LimitHit, check_limits
 from loopwright.loop._model_call import call_model
 from loopwright.loop._sink import EventSink
@@ -33,6 +34,15 @@ async def execute(run: RunState) -> None:
     step = 0
     ending: str | None = None  # set when the next call is the last, tool-less one
     run.executing = True
+    if run.request.resume is not None:
+        step = await _finish_checkpointed_step(run, run.request.resume.step)
+        if step >= max_steps:
+            if not run.setup.config.wind_down:
+                report.reason = "max_steps"
+                report.final_text = _last_text(run)
+                return
+            await _limit_reached(run, LimitHit("max_tool_iterations", step, max_steps, over=False))
+            ending = "max_steps"
     while True:
         if run.stop_requested or run.aborted:
             report.reason = "stopped"
@@ -90,12 +100,15 @@ async def _step(
     """One model call and its tool calls; returns the assistant message it recorded. A provider's
     "context too long" compacts the context and retries the call once."""
     setup = run.setup
-    tools = () if final else setup.tool_defs
+    tools = () if final else run.tool_defs
     if final:
         why = run.report.limit or f"{run.setup.config.max_tool_iterations} tool steps"
         note = WIND_DOWN_NOTE.format(why=why)
     if setup.guardrails:
         await _guard(run, step, "input", None)
+    hooks = setup.hooks
+    if hooks.has("before_model_call"):
+        await hooks.fire("before_model_call", _model_hook(run, step, setup.model.name))
     try:
         acc, latency_ms, model = await call_model(run, step, tools=tools, note=note)
     except ContextLengthExceededError:
@@ -107,6 +120,11 @@ async def _step(
     run.appended += 1
     run.messages.append(assistant)
     price = setup.price_for(model.name)
+    if hooks.has("after_model_call"):
+        done = _model_hook(run, step, model.name)
+        done.usage = acc.usage
+        done.cost_usd = None if price is None else price.cost(acc.usage)
+        await hooks.fire("after_model_call", done)
     report = StepReport(
         index=len(run.report.steps),
         type=kind or ("initial" if step == 0 else "tool_followup"),
@@ -140,6 +158,18 @@ async def _step(
             )
         )
     return assistant
+
+
+def _model_hook(run: RunState, step: int, model: str) -> ModelCallHook:
+    return ModelCallHook(
+        run_id=run.run_id,
+        session_id=run.session_id,
+        step=step,
+        model=model,
+        estimated_input_tokens=context_tokens(run),
+        max_output_tokens=run.setup.settings.max_tokens,
+        caller=run.request.caller,
+    )
 
 
 class _Tripped(Exception):
@@ -181,6 +211,22 @@ async def flush_turn(run: RunState, note: str, max_steps: int) -> None:
         # still calling tools: give the open calls' turn a close so the conversation stays valid
     finally:
         run.sink = sink
+
+
+async def _finish_checkpointed_step(run: RunState, step: int) -> int:
+    """A resumed run first answers the calls its checkpoint left open (the approved one, the ones
+    not reached yet, the ones in doubt), then goes on with the next step; returns that step."""
+    assistant = next(
+        (m for m in reversed(run.messages) if type(m) is AssistantMessage and m.tool_calls), None
+    )
+    if assistant is not None and assistant.run_id == run.run_id:
+        answered = {m.tool_call_id for m in run.messages if type(m) is ToolResultMessage}
+        calls = [c for c in assistant.tool_calls if c.id not in answered]
+        if calls:
+            if not run.report.steps:
+                run.add_step(StepReport(index=0, type="initial" if step == 0 else "tool_followup"))
+            await run_tool_calls(run, step, calls, run.report.steps[-1])
+    return step + 1
 
 
 async def _take_steering(run: RunState) -> None:

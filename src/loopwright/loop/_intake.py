@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from loopwright.errors import EmptyMessageError, MessageTooLargeError, RunError
+from loopwright.hooks._events import SessionHook
 from loopwright.loop._state import RunState
 from loopwright.sessions.base import SessionInfo, validate_session_id
 
@@ -41,6 +42,11 @@ async def intake(run: RunState) -> None:
         first_line = run.request.message.strip().splitlines()[0]
         info = SessionInfo(id=session_id, agent=run.setup.agent_name, title=first_line[:_TITLE_CHARS])
         await store.create(info)
+        if run.setup.hooks.has("session_start"):
+            run.session = info  # accepted from here on: the run persists whatever the hook does
+            await run.setup.hooks.fire(
+                "session_start", SessionHook(session_id=session_id, reason="new", caller=run.request.caller)
+            )
     elif info.terminated:
         raise RunError(f"session {session_id!r} is terminated; start a new session")
     run.session = info

@@ -10,11 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loopwright.approvals import ApprovalBoard, ApprovalDecision, Approver
+from loopwright.caller import Caller, tool_visible
 from loopwright.config import LoopConfig
 from loopwright.context.accounting import HybridEstimate, counter_for
 from loopwright.context.pruning import PruneCache, prune_tool_results
 from loopwright.context.registry import ContextRegistry
 from loopwright.guardrails import Guardrail
+from loopwright.hooks._bus import HookBus
 from loopwright.lanes.base import LockLease, SessionLocks
 from loopwright.lanes.capacity import RunSlots
 from loopwright.limits import RunLimits
@@ -23,9 +26,10 @@ from loopwright.messages import Message, ToolCall
 from loopwright.models._accumulate import StepAccumulator
 from loopwright.models.base import Model, ModelSettings, ToolDefinition
 from loopwright.models.pricing import Price, PriceTable
+from loopwright.permissions import PermissionPolicy, PolicyDecision
 from loopwright.report import RunReport, StepReport
 from loopwright.sessions.base import SessionInfo, SessionStore, new_session_id
-from loopwright.tools.base import Tool
+from loopwright.tools.base import Tool, ToolTraits
 
 __all__ = ["RunRequest", "RunSetup", "RunState"]
 
@@ -37,6 +41,8 @@ class _SetupCache:
     stable_version: int = -1
     stable_prompt: str = ""
     tool_chars: int = -1
+    views: dict[tuple[str, ...], tuple[int, str]] = field(default_factory=dict)
+    """Stable prompts of callers who see fewer tools, by the names they see: (version, prompt)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,6 +68,13 @@ class RunSetup:
     slots: RunSlots | None = None
     """The global lane (``max_concurrent_runs``), when capped."""
     prices: PriceTable = field(default_factory=PriceTable.default)
+    hooks: HookBus = field(default_factory=HookBus)
+    policy: PermissionPolicy = field(default_factory=PermissionPolicy)
+    traits: Mapping[str, ToolTraits] = field(default_factory=dict)
+    decisions: Mapping[str, PolicyDecision] = field(default_factory=dict)
+    """The policy's decision for each tool, worked out once."""
+    approvals: ApprovalBoard = field(default_factory=ApprovalBoard)
+    approver: Approver | None = None
     _prices_seen: dict[str, Price | None] = field(default_factory=dict)
 
     _cache: _SetupCache = field(default_factory=lambda: _SetupCache())
@@ -91,6 +104,25 @@ class RunSetup:
             cache.stable_version = version
         return cache.stable_prompt
 
+    def stable_prompt_for(self, tool_defs: tuple[ToolDefinition, ...]) -> str:
+        """The stable prefix listing only ``tool_defs`` (a caller who sees fewer tools)."""
+        from loopwright.context.prompt import tools_layer
+
+        names = tuple(t.name for t in tool_defs)
+        version = self.context.version
+        cached = self._cache.views.get(names)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        view = self.context.fork()
+        layer = tools_layer(tool_defs)
+        if layer is None:
+            view.remove("tools")
+        else:
+            view.set(layer)
+        prompt = view.flat(stable=True)
+        self._cache.views[names] = (version, prompt)
+        return prompt
+
     def price_for(self, model_name: str) -> Price | None:
         """The model's price (looked up once per model name)."""
         try:
@@ -110,6 +142,21 @@ class RunRequest:
     """Overrides the agent's limits for this run."""
     wait: float | None = None
     """Seconds to wait for a busy session (``None``: the configured ``queue_timeout``)."""
+    caller: Caller | None = None
+    approver: Approver | None = None
+    resume: ResumePoint | None = None
+    """Set when this run continues a checkpointed run (``Agent.resume_with_approval``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResumePoint:
+    """Where a checkpointed run stopped: its id, the step whose calls wait, its report so far."""
+
+    run_id: str
+    step: int
+    report: dict[str, Any]
+    decisions: dict[str, tuple[ApprovalDecision, str, str]]
+    """Call id -> (decision, who gave it, digest of the tool and arguments it was given for)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -162,20 +209,46 @@ class RunState:
     repeat_count: int = 0
     repeat_offences: int = 0
     warnings: list[str] = field(default_factory=list)
+    prefed: dict[str, tuple[ApprovalDecision, str, str]] = field(default_factory=dict)
+    """Decisions given before the run reached the call (a resumed run's), used once."""
+    in_doubt: set[str] = field(default_factory=set)
+    """Calls a crash left started but unfinished (journaled as started, no result)."""
+    stop_run: BaseException | None = None
+    """A hook's StopRun raised inside concurrent tool calls, re-raised after them."""
 
     session_id: str = field(init=False)
     """The request's session, or a new one."""
+    tools: Mapping[str, Tool] = field(init=False)
+    """The tools this run's caller may see and call."""
+    tool_defs: tuple[ToolDefinition, ...] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.session_id = self.request.session_id or new_session_id()
+        request = self.request
+        self.session_id = request.session_id or new_session_id()
         self.estimate = HybridEstimate(counter_for(self.setup.model.name))
+        setup = self.setup
+        caller = request.caller
+        if caller is None or (caller.level == "owner" and caller.tool_groups is None):
+            self.tools, self.tool_defs = setup.tools, setup.tool_defs
+        else:
+            self.tools = {n: t for n, t in setup.tools.items() if tool_visible(t, caller)}
+            self.tool_defs = tuple(d for d in setup.tool_defs if d.name in self.tools)
+        if request.resume is not None:
+            self.run_id = request.resume.run_id
+            self.report = RunReport.from_dict(request.resume.report)
+            self.prefed = dict(request.resume.decisions)
+            return
         self.report = RunReport(
             id=self.run_id,
             session_id=self.session_id,
-            model=self.setup.model.name,
+            model=setup.model.name,
             started_at=time.time(),
-            user_message=self.request.message,
+            user_message=request.message,
         )
+
+    @property
+    def caller(self) -> Caller | None:
+        return self.request.caller
 
     @property
     def config(self) -> LoopConfig:

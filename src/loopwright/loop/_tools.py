@@ -13,14 +13,17 @@ from typing import Any
 from pydantic import BaseModel
 
 from loopwright.events import ToolCallEnded, ToolCallStarted
+from loopwright.hooks._bus import StopRun
+from loopwright.hooks._events import ToolCallHook, ToolResultHook
+from loopwright.loop._approval import IN_DOUBT, ask, journal_start
 from loopwright.loop._eager import start_eagerly
 from loopwright.loop._state import RunState
 from loopwright.messages import ToolCall, ToolResultMessage, now_iso
 from loopwright.report import StepReport, ToolCallReport, parse_arguments
 from loopwright.tools._scope import ScopeError
-from loopwright.tools.base import ToolArgumentError, ToolContext
+from loopwright.tools.base import Tool, ToolArgumentError, ToolContext
 
-__all__ = ["cap_result", "format_result", "run_tool_calls"]
+__all__ = ["cap_result", "format_result", "mark_untrusted", "run_tool_calls"]
 
 _dumps = json.JSONEncoder(ensure_ascii=False, default=str).encode
 
@@ -44,13 +47,18 @@ async def run_tool_calls(run: RunState, step: int, calls: Sequence[ToolCall], re
         return
 
     async def one(call: ToolCall) -> None:
-        done.append(await _run_one(run, step, call))
+        try:
+            done.append(await _run_one(run, step, call))
+        except StopRun as exc:  # re-raised once the other calls have their results
+            run.stop_run = exc
 
     async with asyncio.TaskGroup() as tg:
         for call in calls:
             tg.create_task(one(call))
     order = {c.id: i for i, c in enumerate(calls)}
     done.sort(key=lambda r: order.get(r.call_id, 0))
+    if run.stop_run is not None:
+        raise run.stop_run
 
 
 async def _skip(run: RunState, call: ToolCall, why: str) -> ToolCallReport:
@@ -87,7 +95,24 @@ async def _run_one(run: RunState, step: int, call: ToolCall) -> ToolCallReport:
     started = time.perf_counter()
     content, error = await _invoke(run, step, call)
     latency_ms = (time.perf_counter() - started) * 1000.0
-    content = cap_result(content, run.setup.config.max_tool_result_chars)
+    setup = run.setup
+    traits = setup.traits.get(call.name)
+    if traits is not None and traits.untrusted and error is None:
+        content = mark_untrusted(content, call.name)
+    content = cap_result(content, setup.config.max_tool_result_chars)
+    if setup.hooks.has("tool_result_persist"):
+        persisted = setup.hooks.fire_sync(
+            "tool_result_persist",
+            ToolResultHook(
+                run_id=run.run_id,
+                session_id=run.session_id,
+                call_id=call.id,
+                tool=call.name,
+                content=content,
+                is_error=error is not None,
+            ),
+        )
+        content = cap_result(str(persisted.content), setup.config.max_tool_result_chars)
     result = ToolResultMessage(
         tool_call_id=call.id,
         name=call.name,
@@ -96,7 +121,7 @@ async def _run_one(run: RunState, step: int, call: ToolCall) -> ToolCallReport:
         run_id=run.run_id,
         timestamp=now_iso(),
     )
-    await run.setup.store.append(run.session_id, [result])
+    await setup.store.append(run.session_id, [result])
     run.appended += 1
     run.messages.append(result)
     run.open_calls.pop(call.id, None)
@@ -123,12 +148,18 @@ async def _run_one(run: RunState, step: int, call: ToolCall) -> ToolCallReport:
 
 
 async def _invoke(run: RunState, step: int, call: ToolCall) -> tuple[str, str | None]:
-    """Return ``(content, error)``; ``error`` is None on success and equals ``content`` otherwise."""
+    """Return ``(content, error)``; ``error`` is None on success and equals ``content`` otherwise.
+
+    The order is the contract: unknown tool, bad arguments, runaway repeat, ``before_tool_call``
+    hooks (which may rewrite the arguments or skip), the permission policy and its approval gate
+    (shown the final arguments), the journal, the tool, ``after_tool_call`` hooks."""
     setup = run.setup
-    tool = setup.tools.get(call.name)
+    tool = run.tools.get(call.name)
     if tool is None:
-        known = ", ".join(sorted(setup.tools)) or "none"
+        known = ", ".join(sorted(run.tools)) or "none"
         return _error(f"unknown tool {call.name!r}; available tools: {known}")
+    if call.id in run.in_doubt and not getattr(setup.traits.get(call.name), "idempotent", False):
+        return _error(IN_DOUBT)
     try:
         args = tool.validate(call.arguments)
     except ToolArgumentError as exc:
@@ -136,6 +167,65 @@ async def _invoke(run: RunState, step: int, call: ToolCall) -> tuple[str, str | 
     repeated = _check_repeat(run, call)
     if repeated is not None:
         return _error(repeated)
+    arguments = call.arguments
+    hooks = setup.hooks
+    if hooks.has("before_tool_call"):
+        event = await hooks.fire(
+            "before_tool_call",
+            ToolCallHook(
+                run_id=run.run_id,
+                session_id=run.session_id,
+                step=step,
+                call_id=call.id,
+                tool=call.name,
+                arguments=args if isinstance(args, dict) else parse_arguments(arguments),
+                caller=run.request.caller,
+            ),
+        )
+        if event.skip:
+            return (event.result or f"skipped: a hook did not let {call.name!r} run"), None
+        if event.arguments is not args and isinstance(event.arguments, dict):
+            arguments = _dumps(event.arguments)
+            try:
+                args = tool.validate(arguments)
+            except ToolArgumentError as exc:
+                return _error(f"a hook rewrote the arguments into invalid ones: {exc}")
+    decision = setup.decisions.get(call.name)
+    if decision is not None and decision.permission != "allow":
+        if decision.permission == "deny":
+            return _error(f"denied: the permission policy does not allow {call.name!r} ({decision.rule})")
+        verdict, by = await ask(run, step, call, arguments, f"{call.name!r} needs approval ({decision.rule})")
+        note = f" ({verdict.note})" if verdict.note else ""
+        if verdict.decision == "deny":
+            who = "timed out waiting for approval" if by == "timeout" else "denied by the approver"
+            return _error(f"not executed: {who}{note}")
+        if verdict.decision == "skip" or verdict.result is not None:
+            return (verdict.result if verdict.result is not None else f"skipped by the approver{note}"), None
+    content, error = await _execute(run, step, call, tool, args)
+    if hooks.has("after_tool_call"):
+        done = await hooks.fire(
+            "after_tool_call",
+            ToolCallHook(
+                run_id=run.run_id,
+                session_id=run.session_id,
+                step=step,
+                call_id=call.id,
+                tool=call.name,
+                arguments=parse_arguments(arguments),
+                caller=run.request.caller,
+                result=content,
+                is_error=error is not None,
+            ),
+        )
+        if done.result is not None and done.result != content:
+            content = str(done.result)
+            error = content if done.is_error else None
+    return content, error
+
+
+async def _execute(run: RunState, step: int, call: ToolCall, tool: Tool, args: Any) -> tuple[str, str | None]:
+    setup = run.setup
+    await journal_start(run, call)
     ctx = ToolContext(
         run_id=run.run_id,
         session_id=run.session_id,
@@ -144,6 +234,7 @@ async def _invoke(run: RunState, step: int, call: ToolCall) -> tuple[str, str | 
         step=step,
         workspace=setup.workspace,
         deps=run.request.deps,
+        caller=run.request.caller,
     )
     timeout = 0.0
     scope: asyncio.Timeout | None = None
@@ -151,7 +242,7 @@ async def _invoke(run: RunState, step: int, call: ToolCall) -> tuple[str, str | 
         done, value, coro = start_eagerly(tool.call(args, ctx))
         if not done:
             # The tool is waiting on something: only now is a timer worth its cost.
-            timeout = tool.timeout or run.setup.config.tool_timeout
+            timeout = tool.timeout or setup.config.tool_timeout
             async with asyncio.timeout(timeout) as scope:
                 value = await coro
     except TimeoutError:
@@ -166,6 +257,12 @@ async def _invoke(run: RunState, step: int, call: ToolCall) -> tuple[str, str | 
         return format_result(value), None
     except Exception as exc:  # a result that cannot be turned into text
         return _error(f"tool {call.name!r} returned a result that cannot be serialized: {exc}")
+
+
+def mark_untrusted(content: str, tool: str) -> str:
+    """Wrap outside content so the model reads it as data; a closing tag inside cannot break out."""
+    body = content.replace("</untrusted", "<\\/untrusted")
+    return f'<untrusted source="{tool}">\n{body}\n</untrusted>'
 
 
 def _error(message: str) -> tuple[str, str]:

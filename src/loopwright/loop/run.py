@@ -13,6 +13,8 @@ import time
 
 from loopwright.errors import InputError, LoopwrightError, ModelError, NotFoundError, RunTimeoutError
 from loopwright.events import ContextBuilt, ExecuteStarted, PersistStarted, RunEnded, RunFailed, RunStarted
+from loopwright.hooks._bus import StopRun
+from loopwright.hooks._events import AgentEnd, AgentStart, MessageHook
 from loopwright.loop._compact import context_tokens
 from loopwright.loop._context import build_context
 from loopwright.loop._execute import execute, keep_partial
@@ -44,6 +46,10 @@ async def run_loop(run: RunState) -> RunReport:
             run.task = asyncio.current_task()
             try:
                 await _context_and_execute(run)
+            except StopRun as stop:  # a hook ended the run (a spent budget, a policy of its own)
+                run.report.reason = stop.reason
+                run.report.final_text = stop.message
+                await _close_step(run, stop.reason)
             except asyncio.CancelledError:
                 # Interrupted by a newer message ("interrupt" mode): that cancellation is ours to
                 # absorb — the run ends "stopped" and its caller gets the report. Any other
@@ -80,6 +86,8 @@ async def run_loop(run: RunState) -> RunReport:
                 await setup.locks.release(run.lease)
         else:
             run.report.completed_at = time.time()
+        if run.session is not None and setup.hooks.has_any(_AFTER_HOOKS):
+            await _after_hooks(run)
         if sink.active:
             await sink.emit(RunEnded(run_id=run.run_id, report=run.report))
     if failure is not None and _should_raise(run, failure):
@@ -89,14 +97,63 @@ async def run_loop(run: RunState) -> RunReport:
 
 async def _context_and_execute(run: RunState) -> None:
     setup, sink = run.setup, run.sink
+    hooks = setup.hooks
+    if hooks.has("message_received") and run.request.resume is None:
+        await hooks.fire("message_received", _message_hook(run, run.request.message))
     await build_context(run)
+    if hooks.has("before_agent_start"):
+        start = await hooks.fire(
+            "before_agent_start",
+            AgentStart(
+                run_id=run.run_id,
+                session_id=run.session_id,
+                message=run.request.message,
+                system=run.system,
+                caller=run.request.caller,
+            ),
+        )
+        if start.context:
+            run.system = "\n\n".join((run.system, *start.context))
     if sink.active:
         tokens = context_tokens(run)  # counted only for someone who listens
         await sink.emit(
             ContextBuilt(run_id=run.run_id, token_estimate=tokens, message_count=len(run.messages))
         )
-        await sink.emit(ExecuteStarted(run_id=run.run_id, tool_count=len(setup.tools)))
+        await sink.emit(ExecuteStarted(run_id=run.run_id, tool_count=len(run.tools)))
     await execute(run)
+    if hooks.has("message_sending"):
+        sending = await hooks.fire("message_sending", _message_hook(run, run.report.final_text))
+        run.report.final_text = sending.text
+
+
+_AFTER_HOOKS = ("message_sent", "agent_end")
+
+
+async def _after_hooks(run: RunState) -> None:
+    """``message_sent`` and ``agent_end``: the run is persisted. A failing hook is logged, never raised."""
+    hooks = run.setup.hooks
+    try:
+        if hooks.has("message_sent") and run.report.final_text:
+            await hooks.fire("message_sent", _message_hook(run, run.report.final_text))
+        if hooks.has("agent_end"):
+            await hooks.fire(
+                "agent_end",
+                AgentEnd(
+                    run_id=run.run_id, session_id=run.session_id, report=run.report, messages=run.messages
+                ),
+            )
+    except StopRun:
+        log.warning("run %s: StopRun raised after the run ended; ignored", run.run_id)
+
+
+def _message_hook(run: RunState, text: str) -> MessageHook:
+    return MessageHook(
+        session_id=run.session_id,
+        run_id=run.run_id,
+        text=text,
+        caller=run.request.caller,
+        meta=dict(run.request.meta or {}),
+    )
 
 
 def _fail(run: RunState, exc: BaseException) -> BaseException:

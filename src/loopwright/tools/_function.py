@@ -30,7 +30,7 @@ import json
 import re
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Generic, NotRequired, ParamSpec, TypeVar, overload
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
@@ -39,8 +39,9 @@ from pydantic_core import to_jsonable_python
 from typing_extensions import TypedDict
 
 from loopwright._threads import run_blocking
+from loopwright.caller import Caller, check_level
 from loopwright.models.base import ToolDefinition
-from loopwright.tools.base import ToolArgumentError, ToolContext
+from loopwright.tools.base import Permission, ToolArgumentError, ToolContext
 
 __all__ = ["FunctionTool", "tool"]
 
@@ -76,6 +77,10 @@ class FunctionTool(Generic[P, R]):
         timeout: float | None = None,
         idempotent: bool = False,
         inline: bool = False,
+        permission: Permission | None = None,
+        groups: Sequence[str] = (),
+        level: str = "user",
+        untrusted: bool = False,
     ) -> None:
         if isinstance(func, FunctionTool):  # re-decorating: wrap the original function, not the tool
             func = func._func
@@ -86,6 +91,11 @@ class FunctionTool(Generic[P, R]):
             )
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout of tool {tool_name!r} must be a positive number of seconds")
+        if permission not in (None, "allow", "ask", "deny"):
+            raise ValueError(f"permission of tool {tool_name!r} must be 'allow', 'ask' or 'deny'")
+        check_level(level, what=f"level of tool {tool_name!r}")
+        if isinstance(groups, str):
+            groups = (groups,)
         summary, param_docs = parse_docstring(inspect.getdoc(func))
         plan = _plan_arguments(func, tool_name, param_docs)
 
@@ -95,11 +105,19 @@ class FunctionTool(Generic[P, R]):
         self._description = description if description is not None else summary
         self._timeout = timeout
         self._idempotent = idempotent
+        self.permission: Permission | None = permission
+        """The tool's own default in the permission policy (rules in AGENT.md or the agent win)."""
+        self.groups: tuple[str, ...] = tuple(groups)
+        self.level = level
+        """The lowest caller level that may see this tool (guest < user < admin < owner)."""
+        self.untrusted = untrusted
+        """Its results are outside content: the model is told not to follow instructions in them."""
         self._is_async = inspect.iscoroutinefunction(func) or (
             not inspect.isroutine(func) and inspect.iscoroutinefunction(type(func).__call__)
         )
         self._inline = inline
         self._context_param = plan.context_param
+        self._caller_param = plan.caller_param
         self._positional_only = plan.positional_only
         self._param_names = tuple(plan.fields)
         adapter = _build_adapter(tool_name, plan.fields)
@@ -167,6 +185,8 @@ class FunctionTool(Generic[P, R]):
     async def call(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
         """Run the function with arguments from :meth:`validate`; its return value comes back unchanged."""
         kwargs = arguments if self._context_param is None else {**arguments, self._context_param: ctx}
+        if self._caller_param is not None:
+            kwargs = {**kwargs, self._caller_param: ctx.caller}
         if self._positional_only:
             kwargs = dict(kwargs)
             args = [kwargs.pop(name, default) for name, default in self._positional_only]
@@ -208,6 +228,10 @@ def tool(
     timeout: float | None = None,
     idempotent: bool = False,
     inline: bool = False,
+    permission: Permission | None = None,
+    groups: Sequence[str] = (),
+    level: str = "user",
+    untrusted: bool = False,
 ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
 
 
@@ -220,18 +244,33 @@ def tool(
     timeout: float | None = None,
     idempotent: bool = False,
     inline: bool = False,
+    permission: Permission | None = None,
+    groups: Sequence[str] = (),
+    level: str = "user",
+    untrusted: bool = False,
 ) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
     """Make a sync or async function a :class:`FunctionTool`; use as ``@tool`` or ``@tool(...)``.
 
     Every parameter needs a type hint (a :class:`TypeError` says which one lacks it), except one of type
     :class:`~loopwright.tools.base.ToolContext`, which the loop fills in and the model never sees.
-    ``*args`` and ``**kwargs`` are refused. ``timeout`` overrides the loop's tool timeout for this tool;
-    see :class:`FunctionTool` for ``inline``.
+    ``*args`` and ``**kwargs`` are refused; a parameter of type :class:`~loopwright.Caller` receives
+    who the run is for. ``timeout`` overrides the loop's tool timeout for this tool; see
+    :class:`FunctionTool` for ``inline``. ``permission``, ``groups``, ``level``, ``idempotent`` and
+    ``untrusted`` are the safety traits described in docs/safety.md.
     """
 
     def decorate(f: Callable[P, R]) -> FunctionTool[P, R]:
         return FunctionTool(
-            f, name=name, description=description, timeout=timeout, idempotent=idempotent, inline=inline
+            f,
+            name=name,
+            description=description,
+            timeout=timeout,
+            idempotent=idempotent,
+            inline=inline,
+            permission=permission,
+            groups=groups,
+            level=level,
+            untrusted=untrusted,
         )
 
     return decorate if func is None else decorate(func)
@@ -241,12 +280,13 @@ def tool(
 
 
 class _Plan:
-    __slots__ = ("context_param", "defaults", "fields", "positional_only")
+    __slots__ = ("caller_param", "context_param", "defaults", "fields", "positional_only")
 
     def __init__(self) -> None:
         self.fields: dict[str, Any] = {}
         self.defaults: dict[str, Any] = {}
         self.context_param: str | None = None
+        self.caller_param: str | None = None
         self.positional_only: list[tuple[str, Any]] = []
 
 
@@ -272,10 +312,15 @@ def _plan_arguments(func: Callable[..., Any], tool_name: str, docs: dict[str, st
             )
         if param.kind is param.POSITIONAL_ONLY:
             plan.positional_only.append((param.name, param.default))
-        if _is_context(annotation):
+        if _is_injected(annotation, ToolContext):
             if plan.context_param is not None:
                 raise TypeError(f"{where}: only one parameter may receive the ToolContext")
             plan.context_param = param.name
+            continue
+        if _is_injected(annotation, Caller):
+            if plan.caller_param is not None:
+                raise TypeError(f"{where}: only one parameter may receive the Caller")
+            plan.caller_param = param.name
             continue
         annotation = _with_description(annotation, docs.get(param.name))
         if param.default is param.empty:
@@ -297,14 +342,15 @@ def _type_hints(func: Callable[..., Any], tool_name: str) -> dict[str, Any]:
         return {}  # not introspectable (e.g. functools.partial): fall back to the signature's hints
 
 
-def _is_context(annotation: Any) -> bool:
+def _is_injected(annotation: Any, kind: type) -> bool:
+    """Whether a parameter is one the loop fills in (``ToolContext``, ``Caller``, or ``X | None``)."""
     if typing.get_origin(annotation) is Annotated:
         annotation = typing.get_args(annotation)[0]
-    if annotation is ToolContext:
+    if annotation is kind:
         return True
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         members = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return members == [ToolContext]
+        return members == [kind]
     return False
 
 
