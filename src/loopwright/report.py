@@ -25,7 +25,7 @@ def parse_arguments(raw: str) -> dict[str, Any] | str:
     """Tool-call arguments for display: the parsed object, or the raw text if it is not one."""
     try:
         value = json.loads(raw or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):  # invalid, or nested deeper than the parser goes
         return raw
     return value if isinstance(value, dict) else raw
 

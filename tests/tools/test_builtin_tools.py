@@ -46,11 +46,14 @@ def test_names_and_registry(workspace: Path) -> None:
         "edit_file",
         "search_files",
         "current_time",
+        "exec",
         "memory_write",
         "memory_search",
     )
     tools = builtin_tools(workspace)
-    assert [t.name for t in tools] == list(BUILTIN_TOOL_NAMES)
+    assert [t.name for t in tools] == [
+        n for n in BUILTIN_TOOL_NAMES if n != "exec"
+    ]  # the shell: only by name
     assert all(isinstance(t, Tool) for t in tools)
     assert [t.name for t in builtin_tools(workspace, ["current_time", "read_file"])] == [
         "current_time",
@@ -64,7 +67,7 @@ def test_unknown_name_lists_the_known_ones(workspace: Path) -> None:
     assert info.value.args[0] == (
         "unknown built-in tool 'rm_rf'; known tools: "
         "read_file, list_files, write_file, edit_file, search_files, current_time, "
-        "memory_write, memory_search"
+        "exec, memory_write, memory_search"
     )
 
 
@@ -388,3 +391,24 @@ async def test_symlink_loop_cannot_hide_a_link_out(workspace: Path, ctx: ToolCon
         with pytest.raises(ScopeError, match="symlink loop"):
             await run(workspace, ctx, name, arguments)
     assert (workspace.parent / "outside.txt").read_text() == "main secret\n"
+
+
+def test_builtin_tools_declare_their_groups_and_levels(workspace: Path) -> None:
+    from loopwright.tools.base import tool_traits
+
+    expected = {
+        "read_file": (("fs",), "guest", None),
+        "list_files": (("fs",), "guest", None),
+        "search_files": (("fs",), "guest", None),
+        "current_time": ((), "guest", None),
+        "write_file": (("fs",), "user", None),
+        "edit_file": (("fs",), "user", None),
+        "memory_write": (("memory",), "user", None),
+        "memory_search": (("memory",), "user", None),
+        "exec": (("exec",), "admin", "ask"),
+    }
+    got = {}
+    for name in BUILTIN_TOOL_NAMES:
+        traits = tool_traits(builtin_tool(name, workspace))
+        got[name] = (traits.groups, traits.level, traits.permission)
+    assert got == expected

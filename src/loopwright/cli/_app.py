@@ -10,9 +10,12 @@ from loopwright import __version__
 from loopwright.cli._chat import chat
 from loopwright.cli._demo import demo
 from loopwright.cli._init import init
+from loopwright.cli._personas import personas_app
 from loopwright.cli._run import run
 from loopwright.cli._sessions import sessions_app
 from loopwright.cli._term import Terminal, install_log_handler
+from loopwright.cli._usage import usage
+from loopwright.cli._users import users_app
 
 __all__ = ["app", "main"]
 
@@ -59,6 +62,9 @@ app.command()(init)
 app.command()(run)
 app.command()(chat)
 app.add_typer(sessions_app)
+app.add_typer(users_app)
+app.add_typer(personas_app)
+app.command()(usage)
 app.command()(demo)
 
 

@@ -11,6 +11,7 @@ import typer
 from rich.text import Text
 
 from loopwright.agent import Agent
+from loopwright.cli._approve import terminal_approver
 from loopwright.cli._errors import reported
 from loopwright.cli._options import ModelOpt, SessionOpt, WorkspaceOpt, load_agent
 from loopwright.cli._render import LiveRenderer
@@ -55,6 +56,7 @@ class Chat:
     def __init__(self, term: Terminal, agent: Agent, session_id: str) -> None:
         self.term = term
         self.agent = agent
+        self.approver = terminal_approver(term, interactive=True)
         self.session_id = session_id
         self._echo = not sys.stdin.isatty()  # show piped input as if it had been typed
 
@@ -88,7 +90,7 @@ class Chat:
         """Run ``message`` in the chat's session; Ctrl-C stops the run and returns to the prompt."""
         renderer = LiveRenderer(self.term.out)
         try:
-            report = runner.run(stream_run(self.agent, message, self.session_id, renderer))
+            report = runner.run(stream_run(self.agent, message, self.session_id, renderer, self.approver))
         except KeyboardInterrupt:
             stopped = runner.run(self._report(renderer.run_id)) if renderer.run_id else None
             if stopped is None:

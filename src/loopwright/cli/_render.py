@@ -12,6 +12,8 @@ from rich.text import Text
 from loopwright.cli import _format
 from loopwright.cli._term import Terminal, json_text, text
 from loopwright.events import (
+    ApprovalRequested,
+    ApprovalResolved,
     RunEnded,
     RunEvent,
     RunFailed,
@@ -86,8 +88,14 @@ class LiveRenderer:
                 self._tool_started(event)
             case ToolCallEnded():
                 self._tool_ended(event)
-            case StepEnded() | RunFailed():
+            case StepEnded() | RunFailed() | ApprovalRequested():
                 self._unspin()
+            case ApprovalResolved(decision=decision, by=by):
+                mark, style = ("✓", "green") if decision == "approve" else ("✗", "red")
+                who = "" if by in ("approver", "api") else f" ({by})"
+                self._console.print(Text.assemble("  ", (f"{mark} {decision}", style), (who, "dim")))
+                if self._running:
+                    self._spin_tools()
             case RunEnded():
                 self.close()
             case _:

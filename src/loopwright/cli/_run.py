@@ -11,6 +11,8 @@ from typing import Annotated
 import typer
 
 from loopwright.agent import Agent
+from loopwright.approvals import Approver
+from loopwright.cli._approve import terminal_approver
 from loopwright.cli._errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, reported
 from loopwright.cli._options import JsonOpt, ModelOpt, SessionOpt, WorkspaceOpt, load_agent
 from loopwright.cli._render import JsonRenderer, LiveRenderer, Renderer
@@ -26,14 +28,20 @@ __all__ = ["FAILED_REASONS", "report_outcome", "run", "stream_run"]
 FAILED_REASONS = frozenset({"error", "timeout"})
 
 
-async def stream_run(agent: Agent, message: str, session_id: str | None, render: Renderer) -> RunReport:
+async def stream_run(
+    agent: Agent,
+    message: str,
+    session_id: str | None,
+    render: Renderer,
+    approver: Approver | None = None,
+) -> RunReport:
     """Run ``message``, handing every event to ``render``; return the report.
 
     Cancelling this coroutine stops the run: the library keeps the partial answer, closes open tool
     calls with synthetic results and saves a ``stopped`` report before the cancellation goes on."""
     report: RunReport | None = None
     try:
-        async with aclosing(agent.stream(message, session_id=session_id)) as events:
+        async with aclosing(agent.stream(message, session_id=session_id, approver=approver)) as events:
             async for event in events:
                 render(event)
                 if isinstance(event, RunEnded):
@@ -91,7 +99,8 @@ def run(
         session_id = session or new_session_id()
         live = None if json_output else LiveRenderer(term.out)
         try:
-            report = asyncio.run(stream_run(agent, text_in, session_id, live or JsonRenderer(term)))
+            approver = terminal_approver(term, interactive=message != "-" and sys.stdin.isatty())
+            report = asyncio.run(stream_run(agent, text_in, session_id, live or JsonRenderer(term), approver))
         except KeyboardInterrupt:
             term.err.print(text(f"stopped; the session {session_id} keeps what was done", "yellow"))
             raise typer.Exit(EXIT_INTERRUPTED) from None

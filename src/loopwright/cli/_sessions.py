@@ -1,10 +1,15 @@
-"""``loopwright sessions list`` and ``loopwright sessions show``: what is stored in a workspace."""
+"""``loopwright sessions list`` and ``loopwright sessions show``: what is stored in a workspace.
+
+``--db URL`` works on the SQL session store instead of the workspace's files (``list``, ``show``,
+``export``, ``import``), so ``export`` from one backend and ``import`` into the other moves a session
+between them without loss.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
 
@@ -25,8 +30,8 @@ from loopwright.messages import AssistantMessage, ToolResultMessage, UserMessage
 from loopwright.report import RunReport
 from loopwright.sessions import (
     Entry,
-    FileSessionStore,
     SessionInfo,
+    SessionStore,
     encode_entry,
     export_session,
     import_session,
@@ -42,6 +47,16 @@ sessions_app = typer.Typer(
     no_args_is_help=True,
 )
 
+SqlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        metavar="URL",
+        help="Use the SQL session store at this database (postgresql://… or sqlite:///…), not the workspace's files.",
+        show_default=False,
+    ),
+]
+
 _TITLE_CHARS = 48
 _WIDE = 120  # columns from which the title gets a column of its own
 _RESULT_LINES = 8
@@ -49,14 +64,29 @@ _RESULT_CHARS = 800
 _THINKING_CHARS = 300
 
 
+async def _with_store(workspace: Path, db: str | None, work: Callable[[SessionStore], Awaitable[T]]) -> T:
+    """Run ``work`` on the workspace's file store, or on the SQL store of ``db``."""
+    if db is None:
+        return await work(open_store(workspace))
+    from loopwright.sessions.sql import SQLSessionStore  # SQLAlchemy loads only when asked for
+    from loopwright.sql import Database
+
+    database = Database(db)
+    try:
+        await database.migrate()
+        return await work(SQLSessionStore(database))
+    finally:
+        await database.aclose()
+
+
 @sessions_app.command("list")
 def list_sessions(
-    ctx: typer.Context, workspace: WorkspaceOpt = Path("."), json_output: JsonOpt = False
+    ctx: typer.Context, workspace: WorkspaceOpt = Path("."), db: SqlOpt = None, json_output: JsonOpt = False
 ) -> None:
     """List the sessions of a workspace, most recently updated first."""
     term: Terminal = ctx.obj
     with reported(term):
-        infos = asyncio.run(open_store(workspace).list_sessions())
+        infos = asyncio.run(_with_store(workspace, db, lambda store: store.list_sessions()))
     if json_output:
         term.write_line(json_text([info.to_dict() for info in infos], indent=2))
         return
@@ -120,6 +150,7 @@ def export_command(
     ctx: typer.Context,
     session_id: Annotated[str, typer.Argument(metavar="ID", help="The session to export.")],
     workspace: WorkspaceOpt = Path("."),
+    db: SqlOpt = None,
     output: Annotated[
         Path | None,
         typer.Option("--output", "-o", metavar="FILE", help="Write here instead of standard output."),
@@ -128,7 +159,7 @@ def export_command(
     """Write a session (metadata, every transcript entry, run reports) as one JSON snapshot."""
     term: Terminal = ctx.obj
     with reported(term):
-        snapshot = asyncio.run(export_session(open_store(workspace), session_id))
+        snapshot = asyncio.run(_with_store(workspace, db, lambda store: export_session(store, session_id)))
     data = json.dumps(snapshot, ensure_ascii=False, indent=2)
     if output is None:
         term.write_line(data)
@@ -142,6 +173,7 @@ def import_command(
     ctx: typer.Context,
     source: Annotated[Path, typer.Argument(metavar="FILE", help="A snapshot written by `sessions export`.")],
     workspace: WorkspaceOpt = Path("."),
+    db: SqlOpt = None,
     session_id: Annotated[
         str | None, typer.Option("--id", metavar="ID", help="Import under this id (default: the snapshot's).")
     ] = None,
@@ -153,7 +185,9 @@ def import_command(
             snapshot = json.loads(source.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise InputError(f"cannot read snapshot {str(source)!r}: {exc}") from None
-        created = asyncio.run(import_session(open_store(workspace), snapshot, session_id=session_id))
+        created = asyncio.run(
+            _with_store(workspace, db, lambda store: import_session(store, snapshot, session_id=session_id))
+        )
     term.out.print(text(f"imported {created}"), soft_wrap=True)
 
 
@@ -162,6 +196,7 @@ def show_session(
     ctx: typer.Context,
     session_id: Annotated[str, typer.Argument(metavar="ID", help="The session to show.", show_default=False)],
     workspace: WorkspaceOpt = Path("."),
+    db: SqlOpt = None,
     runs: Annotated[bool, typer.Option("--runs", metavar="", help="Also show each run's report.")] = False,
     json_output: JsonOpt = False,
 ) -> None:
@@ -172,8 +207,9 @@ def show_session(
     """
     term: Terminal = ctx.obj
     with reported(term):
-        store = open_store(workspace)
-        info, entries, warnings, reports = asyncio.run(_load(store, session_id))
+        info, entries, warnings, reports = asyncio.run(
+            _with_store(workspace, db, lambda store: _load(store, session_id))
+        )
     for warning in warnings:
         term.err.print(text(f"warning: {warning}", "yellow"), soft_wrap=True)
     if json_output:
@@ -224,7 +260,7 @@ def _sessions_table(infos: list[SessionInfo], *, wide: bool) -> Table:
 
 
 async def _load(
-    store: FileSessionStore, session_id: str
+    store: SessionStore, session_id: str
 ) -> tuple[SessionInfo, list[Entry], list[str], list[RunReport]]:
     info = await store.get(session_id)
     if info is None:

@@ -25,6 +25,7 @@ from loopwright.messages import (
 __all__ = ["Entry", "TranscriptRecord", "decode_dict", "decode_line", "encode_entry", "entry_to_dict"]
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_dumps_ascii = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,8 +89,16 @@ def _thinking_dict(t: Thinking) -> dict[str, Any]:
 
 
 def encode_entry(entry: Entry) -> str:
-    """The JSONL line for ``entry``, with its trailing newline."""
-    return _dumps(entry_to_dict(entry)) + "\n"
+    """The JSONL line for ``entry``, with its trailing newline. Text that is not valid Unicode (a lone
+    surrogate a model sent) is written escaped, so any entry can be stored."""
+    data = entry_to_dict(entry)
+    line = _dumps(data)
+    if not line.isascii():
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:
+            line = _dumps_ascii(data)
+    return line + "\n"
 
 
 def decode_line(line: str) -> Entry:

@@ -234,10 +234,14 @@ class FileSessionStore:
 
     async def save_report(self, session_id: str, report: RunReport) -> None:
         folder = self.session_dir(session_id) / RUNS
-        _atomic_write(
-            folder / f"{validate_session_id(report.id)}.json",
-            json.dumps(report.to_dict(), ensure_ascii=False),
-        )
+        data = report.to_dict()
+        text = json.dumps(data, ensure_ascii=False)
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate from a model: store it escaped
+                text = json.dumps(data)
+        _atomic_write(folder / f"{validate_session_id(report.id)}.json", text)
 
     async def list_reports(self, session_id: str) -> list[RunReport]:
         folder = self.session_dir(session_id) / RUNS

@@ -367,7 +367,8 @@ def _with_description(annotation: Any, description: str | None) -> Any:
 def _build_adapter(tool_name: str, fields: dict[str, Any]) -> TypeAdapter[Any]:
     make_typed_dict: Any = TypedDict  # the functional form, which mypy cannot follow
     arguments = make_typed_dict(f"{tool_name}_arguments", fields)
-    arguments.__pydantic_config__ = ConfigDict(extra="forbid")
+    # NaN and Infinity are not JSON: a model that sends them gets an error, not a silent inf
+    arguments.__pydantic_config__ = ConfigDict(extra="forbid", allow_inf_nan=False)
     try:
         return TypeAdapter(arguments)
     except Exception as exc:

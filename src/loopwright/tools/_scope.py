@@ -7,17 +7,20 @@ check is on the *fully resolved* path: every symlink along the way is followed w
 ``../`` nor a symlink (to a file, to a folder, in a chain, as a parent folder) can lead outside.
 
 Race safety (TOCTOU): the check and the later open are two steps, so a process that can change the
-workspace between them could swap a checked path for a symlink. The file tools narrow that window:
-they open the returned real path with ``O_NOFOLLOW`` on the final component (a swapped-in symlink fails
-to open) and ``O_NONBLOCK`` (a swapped-in FIFO cannot hang the worker), then check with ``fstat`` that
-they opened a regular file; writes go to a fresh temporary file created with ``O_EXCL | O_NOFOLLOW`` and
-renamed over the target, which replaces a symlink rather than following it. A swap of a *parent* folder
-between check and open is not detected. Hard links cannot be told apart from ordinary files; the tools
-never create them, but a hard link placed in the workspace by someone else reads as workspace content.
+workspace between them could swap a checked file or folder for a symlink. The file tools close that
+window: they open the returned real path with :func:`open_beneath` / :func:`open_folder_beneath`, which
+walk from the root one component at a time with ``O_NOFOLLOW`` (a symlink swapped in anywhere on the
+way fails with a scope error), and ``O_NONBLOCK`` (a swapped-in FIFO cannot hang the worker), then check
+with ``fstat`` that they opened a regular file; writes go to a fresh temporary file created with
+``O_EXCL | O_NOFOLLOW`` inside the already-opened parent folder and renamed over the target there,
+which replaces a symlink rather than following it. Hard links cannot be told apart from ordinary files;
+the tools never create them, but a hard link placed in the workspace by someone else reads as
+workspace content.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import posixpath
@@ -27,7 +30,7 @@ import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["ScopeError", "is_denied", "resolve_in_scope"]
+__all__ = ["ScopeError", "is_denied", "open_beneath", "open_folder_beneath", "resolve_in_scope"]
 
 _MAX_PATH_CHARS = 4096
 # C0/C1 controls, line/paragraph separators and the bidirectional overrides that disguise names.
@@ -158,3 +161,54 @@ def _under_prefix(relative: str, deny: Sequence[str]) -> bool:
         if prefix_parts and parts[: len(prefix_parts)] == prefix_parts:
             return True
     return False
+
+
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_SWAPPED = "path changed while in use (a folder or file was swapped for a symlink)"
+
+
+def open_folder_beneath(root: str, real: str, user_path: object, *, make_dirs: bool = False) -> int:
+    """A file descriptor of the folder ``real`` (a path :func:`resolve_in_scope` returned, inside the
+    real root folder ``root``), reached from ``root`` one component at a time without following any
+    symlink: a folder swapped for a symlink after the scope check fails with :class:`ScopeError`
+    instead of leading outside. ``make_dirs`` creates missing folders on the way (beneath, too)."""
+    relative = os.path.relpath(real, root)
+    parts = [] if relative == os.curdir else relative.split(os.sep)
+    if parts[:1] == [os.pardir]:
+        raise ScopeError(user_path, "path leads outside the workspace")
+    fd = os.open(root, _FOLDER_FLAGS)
+    try:
+        for part in parts:
+            try:
+                next_fd = os.open(part, _FOLDER_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not make_dirs:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                next_fd = os.open(part, _FOLDER_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = next_fd
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno == errno.ELOOP:
+            raise ScopeError(user_path, _SWAPPED) from None
+        raise
+    return fd
+
+
+def open_beneath(root: str, real: str, flags: int, user_path: object, mode: int = 0o666) -> int:
+    """Open the file ``real`` (inside the real root folder ``root``) like :func:`open_folder_beneath`
+    reaches folders: no symlink is followed anywhere on the way, the last component included."""
+    parent, name = os.path.split(real)
+    folder = open_folder_beneath(root, parent, user_path)
+    try:
+        return os.open(
+            name, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0), mode, dir_fd=folder
+        )
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ScopeError(user_path, _SWAPPED) from None
+        raise
+    finally:
+        os.close(folder)

@@ -15,7 +15,7 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,11 +23,12 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from loopwright.tools._exec import make_exec_tool
 from loopwright.tools._function import FunctionTool, tool
-from loopwright.tools._scope import ScopeError, is_denied, resolve_in_scope
+from loopwright.tools._scope import ScopeError, is_denied, open_beneath, open_folder_beneath, resolve_in_scope
 from loopwright.tools.base import Tool
 
-__all__ = ["BUILTIN_TOOL_NAMES", "DENIED_FOLDERS", "builtin_tool", "builtin_tools"]
+__all__ = ["BUILTIN_TOOL_NAMES", "DEFAULT_TOOL_NAMES", "DENIED_FOLDERS", "builtin_tool", "builtin_tools"]
 
 DENIED_FOLDERS: tuple[str, ...] = ("sessions", ".loopwright")
 """Folders of the workspace the file tools never read, list, search or write."""
@@ -42,6 +43,7 @@ _MAX_MATCH_LINE_CHARS = 300
 _BINARY_SNIFF_BYTES = 8192
 _SKIPPED_FOLDERS = frozenset({".git"})
 _OPEN_READ = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+_OPEN_FOLDER = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _OPEN_TEMP = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -59,6 +61,21 @@ class _Scope:
     def real_roots(self) -> list[str]:
         return [os.path.realpath(root) for root in self.roots]
 
+    def root_of(self, real: str | Path) -> str:
+        """The real root that holds ``real`` (a path :meth:`resolve` returned)."""
+        path = os.fspath(real)
+        inside = [r for r in self.real_roots() if path == r or path.startswith(r.rstrip(os.sep) + os.sep)]
+        if not inside:
+            raise ScopeError(path, "path leads outside the workspace")
+        return max(inside, key=len)
+
+    def open_file(self, real: str | Path, flags: int, path: str) -> int:
+        """Open a resolved path from its root without following any symlink on the way."""
+        return open_beneath(self.root_of(real), os.fspath(real), flags, path)
+
+    def open_folder(self, real: str | Path, path: str, *, make_dirs: bool = False) -> int:
+        return open_folder_beneath(self.root_of(real), os.fspath(real), path, make_dirs=make_dirs)
+
 
 def _show(real: str | Path, workspace: str) -> str:
     """``real`` as the model should see it: relative to the (real) workspace, with ``/`` separators."""
@@ -69,7 +86,7 @@ def _show(real: str | Path, workspace: str) -> str:
 
 
 def _make_read_file(scope: _Scope) -> FunctionTool[..., Any]:
-    @tool(idempotent=True)
+    @tool(idempotent=True, groups=("fs",), level="guest")
     def read_file(
         path: str,
         offset: Annotated[int, Field(ge=0)] = 0,
@@ -88,7 +105,7 @@ def _make_read_file(scope: _Scope) -> FunctionTool[..., Any]:
 
 
 def _make_list_files(scope: _Scope) -> FunctionTool[..., Any]:
-    @tool(idempotent=True)
+    @tool(idempotent=True, groups=("fs",), level="guest")
     def list_files(path: str = ".", recursive: bool = False) -> str:
         """List the files and folders in a workspace folder; folder names end with "/".
 
@@ -102,7 +119,7 @@ def _make_list_files(scope: _Scope) -> FunctionTool[..., Any]:
 
 
 def _make_write_file(scope: _Scope) -> FunctionTool[..., Any]:
-    @tool(idempotent=True)
+    @tool(idempotent=True, groups=("fs",), level="user")
     def write_file(path: str, content: str) -> int:
         """Create or replace a text file in the workspace; returns the number of bytes written.
 
@@ -119,7 +136,7 @@ def _make_write_file(scope: _Scope) -> FunctionTool[..., Any]:
 
 
 def _make_edit_file(scope: _Scope) -> FunctionTool[..., Any]:
-    @tool
+    @tool(groups=("fs",), level="user")
     def edit_file(path: str, old_text: str, new_text: str) -> str:
         """Replace one exact piece of text in a workspace file.
 
@@ -137,7 +154,7 @@ def _make_edit_file(scope: _Scope) -> FunctionTool[..., Any]:
 
 
 def _make_search_files(scope: _Scope) -> FunctionTool[..., Any]:
-    @tool(idempotent=True)
+    @tool(idempotent=True, groups=("fs",), level="guest")
     def search_files(pattern: str, path: str = ".") -> str:
         """Search the text files of the workspace for lines matching a regular expression.
 
@@ -153,7 +170,7 @@ def _make_search_files(scope: _Scope) -> FunctionTool[..., Any]:
 
 
 def _make_current_time(scope: _Scope) -> FunctionTool[..., Any]:
-    @tool(idempotent=True, inline=True)
+    @tool(idempotent=True, inline=True, level="guest")
     def current_time() -> str:
         """Return the current date and time in UTC, in ISO 8601 format."""
         return datetime.now(UTC).isoformat(timespec="seconds")
@@ -168,13 +185,23 @@ def _make_current_time(scope: _Scope) -> FunctionTool[..., Any]:
 def _make_memory_write(scope: _Scope) -> FunctionTool[..., Any]:
     from loopwright.memory import memory_write_tool
 
-    return memory_write_tool(scope.roots[0])
+    return _memory_tool(memory_write_tool(scope.roots[0]))
 
 
 def _make_memory_search(scope: _Scope) -> FunctionTool[..., Any]:
     from loopwright.memory import memory_search_tool
 
-    return memory_search_tool(scope.roots[0])
+    return _memory_tool(memory_search_tool(scope.roots[0]))
+
+
+def _memory_tool(made: FunctionTool[..., Any]) -> FunctionTool[..., Any]:
+    made.groups = ("memory",)
+    made.level = "user"
+    return made
+
+
+def _make_exec(scope: _Scope) -> FunctionTool[..., Any]:
+    return make_exec_tool(scope.roots[0])
 
 
 _FACTORIES: dict[str, Callable[[_Scope], FunctionTool[..., Any]]] = {
@@ -184,11 +211,16 @@ _FACTORIES: dict[str, Callable[[_Scope], FunctionTool[..., Any]]] = {
     "edit_file": _make_edit_file,
     "search_files": _make_search_files,
     "current_time": _make_current_time,
+    "exec": _make_exec,
     "memory_write": _make_memory_write,
     "memory_search": _make_memory_search,
 }
 
 BUILTIN_TOOL_NAMES: tuple[str, ...] = tuple(_FACTORIES)
+
+DEFAULT_TOOL_NAMES: tuple[str, ...] = tuple(name for name in _FACTORIES if name != "exec")
+"""What :func:`builtin_tools` gives when no names are asked for: everything but the shell (``exec``),
+which an agent gets only by naming it."""
 
 
 def builtin_tool(name: str, workspace: Path, *, extra_roots: Sequence[Path] = ()) -> Tool:
@@ -203,10 +235,10 @@ def builtin_tool(name: str, workspace: Path, *, extra_roots: Sequence[Path] = ()
 def builtin_tools(
     workspace: Path, names: Sequence[str] | None = None, *, extra_roots: Sequence[Path] = ()
 ) -> list[Tool]:
-    """The built-in tools called ``names`` (all of them by default), bound to ``workspace``."""
+    """The built-in tools called ``names`` (by default all but ``exec``), bound to ``workspace``."""
     return [
         builtin_tool(name, workspace, extra_roots=extra_roots)
-        for name in (BUILTIN_TOOL_NAMES if names is None else names)
+        for name in (DEFAULT_TOOL_NAMES if names is None else names)
     ]
 
 
@@ -217,7 +249,7 @@ def _read_file(scope: _Scope, path: str, offset: int, limit: int) -> str:
     real = scope.resolve(path, must_exist=True)
     window: list[str] = []
     total = 0
-    with _open_regular(real, path) as handle:
+    with _open_regular(scope, real, path) as handle:
         if b"\x00" in handle.peek(_BINARY_SNIFF_BYTES)[:_BINARY_SNIFF_BYTES]:
             raise ValueError(f"{path!r} is a binary file, not text; read_file only reads UTF-8 text")
         text = io.TextIOWrapper(handle, encoding="utf-8", errors="strict", newline=None)
@@ -248,12 +280,13 @@ def _list_files(scope: _Scope, path: str, recursive: bool) -> str:
     workspace = scope.real_roots()[0]
     entries: list[str] = []
     total = 0
-    for entry_path, is_dir in _walk(scope, real, recursive=recursive):
-        total += 1
-        if total <= _MAX_LIST_ENTRIES:
-            entries.append(_show(entry_path, workspace) + ("/" if is_dir else ""))
-        elif recursive:
-            break
+    with contextlib.closing(_walk(scope, real, recursive=recursive)) as walk:
+        for entry_path, is_dir, _, _ in walk:
+            total += 1
+            if total <= _MAX_LIST_ENTRIES:
+                entries.append(_show(entry_path, workspace) + ("/" if is_dir else ""))
+            elif recursive:
+                break
     if not entries:
         return f"({path!r} is empty)"
     if total > _MAX_LIST_ENTRIES:
@@ -269,12 +302,13 @@ def _write_file(scope: _Scope, path: str, content: str) -> int:
     data = content.encode("utf-8")
     with _relative_os_errors(path):
         try:
-            real.parent.mkdir(parents=True, exist_ok=True)
+            folder = scope.open_folder(real.parent, path, make_dirs=True)
         except (FileExistsError, NotADirectoryError):
             raise NotADirectoryError(f"cannot write {path!r}: one of its parent folders is a file") from None
-        if os.path.realpath(real.parent) != str(real.parent):  # swapped for a symlink while we looked
-            raise ScopeError(path, "path changed while writing")
-        _atomic_write(real, data)
+        try:
+            _atomic_write(folder, real.name, data)
+        finally:
+            os.close(folder)
     return len(data)
 
 
@@ -282,7 +316,7 @@ def _edit_file(scope: _Scope, path: str, old_text: str, new_text: str) -> str:
     if not old_text:
         raise ValueError("old_text is empty; give the exact text to replace (use write_file for new files)")
     real = scope.resolve(path, must_exist=True)
-    with _open_regular(real, path) as handle:
+    with _open_regular(scope, real, path) as handle:
         data = handle.read(_MAX_EDIT_FILE_BYTES + 1)
     if len(data) > _MAX_EDIT_FILE_BYTES:
         raise ValueError(f"{path!r} is too large to edit (over {_MAX_EDIT_FILE_BYTES} bytes)")
@@ -302,7 +336,13 @@ def _edit_file(scope: _Scope, path: str, old_text: str, new_text: str) -> str:
             f"old_text occurs {count} times in {path!r}; include more surrounding lines so it occurs once"
         )
     with _relative_os_errors(path):
-        _atomic_write(real, (text[:first] + new_text + text[first + len(old_text) :]).encode("utf-8"))
+        folder = scope.open_folder(real.parent, path)
+        try:
+            _atomic_write(
+                folder, real.name, (text[:first] + new_text + text[first + len(old_text) :]).encode("utf-8")
+            )
+        finally:
+            os.close(folder)
     return f"replaced 1 occurrence in {path!r}"
 
 
@@ -312,16 +352,19 @@ def _search_files(scope: _Scope, pattern: str, path: str) -> str:
     except (re.error, RecursionError, OverflowError) as exc:
         raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
     real = scope.resolve(path, must_exist=True)
-    files = [str(real)] if real.is_file() else _files_under(scope, real)
     workspace = scope.real_roots()[0]
+    with contextlib.closing(_texts(scope, real, path)) as texts:
+        return _matches(regex, texts, pattern, path, workspace)
+
+
+def _matches(
+    regex: re.Pattern[str], texts: Iterator[tuple[str, str]], pattern: str, path: str, workspace: str
+) -> str:
     matches: list[str] = []
-    for index, file_path in enumerate(files):
+    for index, (file_path, text) in enumerate(texts):
         if index >= _MAX_SEARCH_FILES:
             matches.append(f"... (stopped after {_MAX_SEARCH_FILES} files; search a subfolder)")
             break
-        text = _text_or_none(file_path)
-        if text is None:
-            continue
         shown = _show(file_path, workspace)
         for number, line in enumerate(text.splitlines(), start=1):
             if regex.search(line):
@@ -337,49 +380,78 @@ def _search_files(scope: _Scope, pattern: str, path: str) -> str:
 # --- helpers -------------------------------------------------------------------------------------
 
 
-def _walk(scope: _Scope, top: Path, *, recursive: bool) -> Iterator[tuple[str, bool]]:
-    """Entries under ``top`` in sorted depth-first order, as (real path, is folder).
+def _walk(scope: _Scope, top: Path, *, recursive: bool) -> Generator[tuple[str, bool, int, str], None, None]:
+    """Entries under ``top`` in sorted depth-first order, as (real path, is folder, folder fd, name).
 
-    Skips protected folders; never follows symlinks into folders; does not descend into ``.git``.
+    Folders are opened from the root without following symlinks (a folder swapped for a symlink is
+    refused, not entered), and an entry's folder descriptor stays open while it is yielded, so files
+    can be opened relative to it. Skips protected folders; does not descend into ``.git``.
     """
     roots = scope.real_roots()
-    stack: list[Iterator[os.DirEntry[str]]] = [iter(_sorted_entries(str(top)))]
-    while stack:
-        entry = next(stack[-1], None)
-        if entry is None:
-            stack.pop()
-            continue
-        if is_denied(roots, entry.path, DENIED_FOLDERS):
-            continue
-        try:
-            is_dir = entry.is_dir(follow_symlinks=False)
-        except OSError:
-            continue
-        yield entry.path, is_dir
-        if recursive and is_dir and entry.name not in _SKIPPED_FOLDERS:
-            stack.append(iter(_sorted_entries(entry.path)))
-
-
-def _sorted_entries(folder: str) -> list[os.DirEntry[str]]:
+    top_fd = scope.open_folder(top, os.fspath(top))
+    stack: list[tuple[str, int, Iterator[os.DirEntry[str]]]] = [
+        (os.fspath(top), top_fd, _sorted_entries(top_fd))
+    ]
     try:
-        with os.scandir(folder) as it:
-            return sorted(it, key=lambda e: e.name)
-    except OSError:
-        return []
+        while stack:
+            folder, fd, entries = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                os.close(fd)
+                stack.pop()
+                continue
+            entry_path = os.path.join(folder, entry.name)
+            if is_denied(roots, entry_path, DENIED_FOLDERS):
+                continue
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            yield entry_path, is_dir, fd, entry.name
+            if recursive and is_dir and entry.name not in _SKIPPED_FOLDERS:
+                try:
+                    sub = os.open(entry.name, _OPEN_FOLDER, dir_fd=fd)
+                except OSError:  # gone, unreadable, or swapped for a symlink meanwhile
+                    continue
+                stack.append((entry_path, sub, _sorted_entries(sub)))
+    finally:
+        for _, fd, _ in stack:
+            os.close(fd)
 
 
-def _files_under(scope: _Scope, top: Path) -> Iterator[str]:
-    for entry_path, is_dir in _walk(scope, top, recursive=True):
-        if not is_dir and not os.path.islink(entry_path):
-            yield entry_path
-
-
-def _text_or_none(file_path: str) -> str | None:
-    """The UTF-8 text of a regular file, or None for anything binary, huge, special or unreadable."""
+def _sorted_entries(fd: int) -> Iterator[os.DirEntry[str]]:
     try:
-        fd = os.open(file_path, _OPEN_READ)
+        with os.scandir(fd) as it:
+            return iter(sorted(it, key=lambda e: e.name))
     except OSError:
+        return iter(())
+
+
+def _texts(scope: _Scope, real: Path, path: str) -> Generator[tuple[str, str], None, None]:
+    """(real path, text) of the searchable files at ``real``: the file itself, or those under the folder."""
+    if not real.is_dir():
+        fd = _try_open(lambda: scope.open_file(real, _OPEN_READ, path))
+        text = _text_or_none(fd) if fd is not None else None
+        if text is not None:
+            yield os.fspath(real), text
+        return
+    for entry_path, is_dir, folder_fd, name in _walk(scope, real, recursive=True):
+        if not is_dir:
+            fd = _try_open(lambda: os.open(name, _OPEN_READ, dir_fd=folder_fd))  # noqa: B023 -- called at once
+            text = _text_or_none(fd) if fd is not None else None
+            if text is not None:
+                yield entry_path, text
+
+
+def _try_open(opener: Callable[[], int]) -> int | None:
+    try:
+        return opener()
+    except (OSError, ScopeError):
         return None
+
+
+def _text_or_none(fd: int) -> str | None:
+    """The UTF-8 text of an open regular file (closed here), or None for anything binary, huge or special."""
     with open(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_SEARCH_FILE_BYTES:
@@ -394,35 +466,35 @@ def _text_or_none(file_path: str) -> str | None:
 
 
 @contextlib.contextmanager
-def _open_regular(real: Path, path: str) -> Iterator[Any]:
-    """Open a checked path for reading without following a final symlink or blocking on a FIFO."""
+def _open_regular(scope: _Scope, real: Path, path: str) -> Iterator[Any]:
+    """Open a checked path for reading, following no symlink on the way and never blocking on a FIFO."""
     if real.is_dir():
         raise IsADirectoryError(f"{path!r} is a folder; use list_files to see what it contains")
     with _relative_os_errors(path):
-        fd = os.open(real, _OPEN_READ)
+        fd = scope.open_file(real, _OPEN_READ, path)
     with open(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
             raise ScopeError(path, "not a regular file")
         yield handle
 
 
-def _atomic_write(real: Path, data: bytes) -> None:
-    """Write ``data`` to a fresh file beside ``real``, then rename it over ``real``."""
-    temp = real.with_name(f".{real.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(temp, _OPEN_TEMP, 0o666)
+def _atomic_write(folder: int, name: str, data: bytes) -> None:
+    """Write ``data`` to a fresh file in the open ``folder``, then rename it over ``name`` there."""
+    temp = f".{name}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(temp, _OPEN_TEMP, 0o666, dir_fd=folder)
     try:
         with open(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             with contextlib.suppress(OSError):
-                mode = os.stat(real, follow_symlinks=False).st_mode
+                mode = os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode
                 if stat.S_ISREG(mode):
                     os.chmod(handle.fileno(), stat.S_IMODE(mode))
             os.fsync(handle.fileno())
-        os.replace(temp, real)
+        os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(temp)
+            os.unlink(temp, dir_fd=folder)
         raise
 
 
