@@ -152,7 +152,8 @@ class Agent:
         if definition is not None and definition.mcp:
             from loopwright.tools.mcp import mcp_toolsets, parse_mcp_config
 
-            given.extend(mcp_toolsets(parse_mcp_config(definition.mcp)))
+            root = self.workspace.root if self.workspace else None
+            given.extend(mcp_toolsets(parse_mcp_config(definition.mcp), workspace=root))
         self.toolsets: list[Toolset] = [
             t for t in given if isinstance(t, Toolset) and not isinstance(t, Tool)
         ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 from loopwright import Agent, ToolCall, tool
@@ -40,9 +41,18 @@ async def test_a_timed_out_tool_kills_its_process_and_children(tmp_path: Path) -
         assert not _alive(pid), f"process {pid} survived its tool"
 
 
-def _alive(pid: int) -> bool:
+def _running(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs once a SIGKILL sent to it has had time to land (up to 10 s: on a
+    loaded machine a killed grandchild can take a moment to die)."""
+    deadline = time.monotonic() + 10.0
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return _running(pid)
