@@ -12,6 +12,7 @@ from loopwright.cli._demo import demo
 from loopwright.cli._init import init
 from loopwright.cli._personas import personas_app
 from loopwright.cli._run import run
+from loopwright.cli._serve import serve
 from loopwright.cli._sessions import sessions_app
 from loopwright.cli._term import Terminal, install_log_handler
 from loopwright.cli._usage import usage
@@ -66,6 +67,7 @@ app.add_typer(users_app)
 app.add_typer(personas_app)
 app.command()(usage)
 app.command()(demo)
+app.command()(serve)
 
 
 def main() -> None:

@@ -1,0 +1,261 @@
+"""The RPC methods, shared by ``POST /api/<method>`` and the WebSocket.
+
+Each method validates its params with a pydantic model (camelCase names; unknown fields refused),
+so every bad field comes back in a 400 with its name. Results are plain JSON objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from loopwright.approvals import ApprovalDecision
+from loopwright.errors import InputError, LoopwrightError, NotFoundError
+from loopwright.gateway._errors import ApiError, FieldError
+from loopwright.gateway._gateway import Gateway
+from loopwright.sessions._codec import entry_to_dict
+from loopwright.sessions.base import new_session_id, validate_session_id
+
+__all__ = ["METHODS", "call", "parse"]
+
+
+class Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=False, frozen=True)
+
+
+class AgentParams(Params):
+    message: str
+    session_id: str | None = None
+    agent: str | None = None
+    queue_mode: str | None = None
+    idempotency_key: str | None = Field(None, min_length=1, max_length=256)
+
+
+class WaitParams(Params):
+    run_id: str
+    timeout_ms: int = Field(30_000, ge=0, le=600_000)
+
+
+class StopParams(Params):
+    run_id: str | None = None
+    session_id: str | None = None
+    agent: str | None = None
+
+
+class ListParams(Params):
+    agent: str | None = None
+    limit: int = Field(50, ge=1, le=1000)
+    offset: int = Field(0, ge=0)
+
+
+class SessionParams(Params):
+    session_id: str
+    agent: str | None = None
+
+
+class GetParams(SessionParams):
+    offset: int = Field(0, ge=0)
+    limit: int = Field(200, ge=1, le=1000)
+    reports: bool = True
+
+
+class ApprovalsParams(Params):
+    agent: str | None = None
+    session_id: str | None = None
+
+
+class ResolveParams(Params):
+    approval_id: str
+    decision: Literal["approve", "deny", "skip"]
+    agent: str | None = None
+    note: str | None = None
+    result: str | None = None
+
+
+class EmptyParams(Params):
+    pass
+
+
+Handler = Callable[[Gateway, Any], Awaitable[dict[str, Any]]]
+
+
+def parse(model: type[Params], raw: Any) -> Any:
+    """``raw`` as ``model``, or a 400 naming every bad field."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ApiError(
+            400, "params must be a JSON object", fields=[FieldError("params", "expected an object")]
+        )
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        fields = [
+            FieldError(".".join(str(p) for p in err["loc"]) or "params", err["msg"]) for err in exc.errors()
+        ]
+        summary = "; ".join(f"{f.field}: {f.message}" for f in fields)
+        raise ApiError(400, f"invalid params: {summary}", fields=fields) from None
+
+
+async def _agent(gw: Gateway, p: AgentParams) -> dict[str, Any]:
+    record, repeated = await gw.submit(
+        p.message,
+        agent=p.agent,
+        session_id=p.session_id,
+        queue_mode=p.queue_mode,
+        idempotency_key=p.idempotency_key,
+    )
+    return {
+        "runId": record.run_id,
+        "sessionId": record.session_id,
+        "agent": record.agent,
+        "acceptedAt": record.accepted_at,
+        "deduplicated": repeated,
+    }
+
+
+async def _wait(gw: Gateway, p: WaitParams) -> dict[str, Any]:
+    return await gw.wait(p.run_id, p.timeout_ms / 1000)
+
+
+async def _stop(gw: Gateway, p: StopParams) -> dict[str, Any]:
+    if p.run_id is None and p.session_id is None:
+        message = "give runId or sessionId"
+        raise ApiError(400, message, fields=[FieldError("runId", message)])
+    return {"stopped": gw.stop(run_id=p.run_id, session_id=p.session_id, agent=p.agent)}
+
+
+async def _sessions_list(gw: Gateway, p: ListParams) -> dict[str, Any]:
+    names = [gw.agent(p.agent)[0]] if p.agent is not None else list(gw.agents)
+    found: list[dict[str, Any]] = []
+    for name in names:
+        for info in await gw.agents[name].sessions():
+            found.append({**info.to_dict(), "agent": name, "running": gw.registry.busy(name, info.id)})
+    found.sort(key=lambda d: d["updatedAt"], reverse=True)
+    page = found[p.offset : p.offset + p.limit]
+    more = p.offset + p.limit < len(found)
+    return {"sessions": page, "total": len(found), "nextOffset": p.offset + p.limit if more else None}
+
+
+async def _session(gw: Gateway, p: SessionParams) -> tuple[str, Any]:
+    name, agent = gw.agent(p.agent)
+    try:
+        validate_session_id(p.session_id)
+    except InputError as exc:
+        raise ApiError(400, str(exc), fields=[FieldError("sessionId", str(exc))]) from None
+    info = await agent.store.get(p.session_id)
+    if info is None:
+        raise ApiError(404, f"session {p.session_id!r} not found for agent {name!r}")
+    return name, info
+
+
+async def _sessions_get(gw: Gateway, p: GetParams) -> dict[str, Any]:
+    name, info = await _session(gw, p)
+    agent = gw.agents[name]
+    entries = await agent.transcript(p.session_id)
+    page = [entry_to_dict(e) for e in entries[p.offset : p.offset + p.limit]]
+    more = p.offset + p.limit < len(entries)
+    out: dict[str, Any] = {
+        "session": {**info.to_dict(), "agent": name, "running": gw.registry.busy(name, p.session_id)},
+        "entries": page,
+        "total": len(entries),
+        "offset": p.offset,
+        "nextOffset": p.offset + p.limit if more else None,
+    }
+    if p.reports:
+        out["reports"] = [r.to_dict() for r in await agent.reports(p.session_id)]
+    return out
+
+
+async def _sessions_reset(gw: Gateway, p: SessionParams) -> dict[str, Any]:
+    name, info = await _session(gw, p)
+    if gw.registry.busy(name, p.session_id):
+        raise ApiError(409, f"session {p.session_id!r} is running; stop it or wait before resetting it")
+    agent = gw.agents[name]
+    info.terminated = True
+    await agent.store.save_info(info)
+    new_id = new_session_id()
+    gw.keys[name].reset(p.session_id, new_id)
+    await agent.end_session(p.session_id, reason="reset")
+    return {"sessionId": new_id, "previousSessionId": p.session_id, "agent": name}
+
+
+async def _approvals_list(gw: Gateway, p: ApprovalsParams) -> dict[str, Any]:
+    names = [gw.agent(p.agent)[0]] if p.agent is not None else list(gw.agents)
+    found = []
+    for name in names:
+        pending = getattr(gw.agents[name], "pending_approvals", None)
+        if pending is None:
+            continue
+        for request in pending(p.session_id):
+            found.append({**request.to_dict(), "agent": name, "runId": _gateway_run(gw, request.run_id)})
+    return {"approvals": found}
+
+
+def _gateway_run(gw: Gateway, loop_run_id: str) -> str:
+    """The gateway's runId of a loop run (approvals name the loop's)."""
+    for record in gw.registry.active():
+        if record.loop_run_id == loop_run_id:
+            return record.run_id
+    return loop_run_id
+
+
+async def _approvals_resolve(gw: Gateway, p: ResolveParams) -> dict[str, Any]:
+    names = [gw.agent(p.agent)[0]] if p.agent is not None else list(gw.agents)
+    decision = ApprovalDecision(p.decision, p.result, p.note)
+    for name in names:
+        agent = gw.agents[name]
+        resolve = getattr(agent, "resolve_approval", None)
+        pending = getattr(agent, "pending_approvals", None)
+        if resolve is None or pending is None:
+            continue
+        if not any(r.approval_id == p.approval_id or r.call_id == p.approval_id for r in pending(None)):
+            continue
+        try:
+            resolve(p.approval_id, decision)
+        except NotFoundError:
+            break
+        except InputError as exc:
+            raise ApiError(400, str(exc), fields=[FieldError("decision", str(exc))]) from None
+        return {"approvalId": p.approval_id, "decision": p.decision, "agent": name}
+    raise ApiError(404, f"no pending approval {p.approval_id!r} (unknown, decided or expired)")
+
+
+async def _health(gw: Gateway, p: EmptyParams) -> dict[str, Any]:
+    return gw.health()
+
+
+METHODS: dict[str, tuple[type[Params], Handler]] = {
+    "agent": (AgentParams, _agent),
+    "agent.wait": (WaitParams, _wait),
+    "agent.stop": (StopParams, _stop),
+    "sessions.list": (ListParams, _sessions_list),
+    "sessions.get": (GetParams, _sessions_get),
+    "sessions.reset": (SessionParams, _sessions_reset),
+    "approvals.list": (ApprovalsParams, _approvals_list),
+    "approvals.resolve": (ResolveParams, _approvals_resolve),
+    "health": (EmptyParams, _health),
+}
+
+
+async def call(gw: Gateway, method: str, raw: Any) -> dict[str, Any]:
+    """Run ``method`` with ``raw`` params; raises :class:`ApiError` for every refusal."""
+    entry = METHODS.get(method)
+    if entry is None:
+        known = ", ".join(METHODS)
+        raise ApiError(404, f"unknown method {method!r}; methods are: {known}")
+    model, handler = entry
+    params = parse(model, raw)
+    try:
+        return await handler(gw, params)
+    except ApiError:
+        raise
+    except NotFoundError as exc:
+        raise ApiError(404, str(exc)) from None
+    except InputError as exc:
+        raise ApiError(400, str(exc)) from None
+    except LoopwrightError as exc:
+        raise ApiError(500, str(exc), code="internal") from None
