@@ -9,9 +9,12 @@ import pytest
 PACKAGES = [
     "loopwright",
     "loopwright.context",
+    "loopwright.gateway",
+    "loopwright.hooks",
     "loopwright.lanes",
     "loopwright.loop",
     "loopwright.models",
+    "loopwright.platforms",
     "loopwright.sessions",
     "loopwright.testing",
     "loopwright.tools",

@@ -85,6 +85,7 @@ class Recovery:
 _PROCESS_LOCKS = LocalSessionLocks()
 
 DEFAULT_MODEL = "test"
+_TICKET_TTL = 600.0
 
 
 class Agent:
@@ -425,6 +426,7 @@ class Agent:
         session_id: str | None = None,
         mode: QueueMode | None = None,
         meta: dict[str, Any] | None = None,
+        caller: Caller | None = None,
     ) -> Ticket:
         """Accept a message: it is on disk (synced) when this returns, and runs in the background.
         Wait for it with :meth:`wait`. Needs ``async with agent:`` (the worker that runs it)."""
@@ -438,6 +440,8 @@ class Agent:
         )
         request.mode = mode
         request.meta = {**(meta or {}), "request_id": request.request_id}
+        if caller is not None:
+            request.meta["caller"] = caller.to_dict()  # kept with the request: it survives a restart
         await self.queue.put(request)
         self._start(request)
         return Ticket(
@@ -455,6 +459,9 @@ class Agent:
     async def recover(self) -> Recovery:
         """Run or report what a crash left in the queue; see :mod:`loopwright.sessions.queue`."""
         recovery = Recovery()
+        checkpoints = await self.checkpoints()
+        if checkpoints["runs"]:  # calls that waited for approval when the process died
+            self._adopt(checkpoints)
         for request in await self.queue.pending():
             if request.request_id in self._tickets:
                 continue  # ours, running now
@@ -486,20 +493,37 @@ class Agent:
     async def _process(self, request: QueuedRequest, future: asyncio.Future[RunReport]) -> None:
         request.attempts += 1
         await self.queue.update(request)
+        meta = dict(request.meta or {})
+        caller = meta.pop("caller", None)
         try:
             report = await self.run(
                 request.message,
                 session_id=request.session_id,
-                meta=request.meta,
+                meta=meta,
                 mode=request.mode,  # type: ignore[arg-type]
+                caller=None if caller is None else Caller.from_dict(caller),
             )
+        except asyncio.CancelledError:
+            # Shut down before or while it ran: a request that never reached its transcript stays
+            # queued for the next start; one that did is over (its session was made consistent).
+            if not future.done():
+                future.cancel()
+            if await self._recorded(request):
+                await self.queue.done(request)
+            else:
+                request.attempts = max(0, request.attempts - 1)
+                await self.queue.update(request)
+            raise
         except LoopwrightError as exc:
             future.set_exception(exc)
             future.exception()  # the waiter, if any, gets it; nobody waiting is fine too
+            await self.queue.done(request)
         else:
             future.set_result(report)
-        finally:
             await self.queue.done(request)
+        finally:
+            # the report stays available to wait() for ten minutes, then the ticket is forgotten
+            asyncio.get_running_loop().call_later(_TICKET_TTL, self._tickets.pop, request.request_id, None)
 
     async def _recorded(self, request: QueuedRequest) -> bool:
         if await self.store.get(request.session_id) is None:
@@ -529,7 +553,24 @@ class Agent:
         verdict = ApprovalDecision.of(decision)
         if result is not None:
             verdict = ApprovalDecision(verdict.decision, result, verdict.note)
+        restored = self._restored.get(call_id)
+        if restored is not None and self.approvals.get(call_id) is None:
+            # waiting in a checkpoint (the process that ran it died): continue it in the background
+            if self._worker is None:
+                raise ConfigError(
+                    "this call waits in a restored checkpoint: use `await agent.resume_with_approval(...)`, "
+                    "or `async with agent:` to let resolve_approval() resume it in the background"
+                )
+            request = ApprovalRequest.from_dict(restored["request"])
+            self._worker.create_task(self._resume_quietly(call_id, verdict))
+            return request
         return self.approvals.resolve(call_id, verdict)
+
+    async def _resume_quietly(self, call_id: str, verdict: ApprovalDecision) -> None:
+        try:
+            await self.resume_with_approval(call_id, verdict)
+        except LoopwrightError as exc:
+            log.error("resuming the run waiting for call %s failed: %s", call_id, exc)
 
     async def resume_with_approval(
         self, call_id: str, decision: ApprovalDecision | str | Mapping[str, Any], *, result: str | None = None

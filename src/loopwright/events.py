@@ -60,10 +60,15 @@ class RunStarted:
     name: ClassVar[str] = "loop:start"
     run_id: str
     session_id: str
+    request_id: str | None = None
+    """The durable queue's request id, for a run started by :meth:`Agent.submit`."""
     type: Literal["run_start"] = "run_start"
 
     def payload(self) -> dict[str, Any]:
-        return {"runId": self.run_id, "sessionId": self.session_id}
+        d = {"runId": self.run_id, "sessionId": self.session_id}
+        if self.request_id is not None:
+            d["requestId"] = self.request_id
+        return d
 
 
 @dataclass(slots=True, kw_only=True)

@@ -15,6 +15,7 @@ from loopwright import (
     ApprovalRequest,
     ApprovalRequested,
     ApprovalResolved,
+    ConfigError,
     InputError,
     NotFoundError,
     tool,
@@ -224,3 +225,22 @@ async def test_restore_warns_about_tools_added_and_removed() -> None:
     ]
     with pytest.raises(InputError, match="not a loopwright checkpoint"):
         Agent.restore({"runs": "x"})
+
+
+async def test_a_restarted_agent_lists_waiting_calls_and_resolving_one_resumes_its_run(
+    tmp_path: Path,
+) -> None:
+    await _die_while_pending(Agent(_script(), tools=[lookup, send_email], workspace=tmp_path), tmp_path)
+    SENT.clear()
+    model = ScriptedModel(["sent after the restart"])
+    async with Agent(model, tools=[lookup, send_email], workspace=tmp_path) as agent:
+        assert [r.call_id for r in agent.pending_approvals()] == ["c2"]  # found by recover()
+        request = agent.resolve_approval("c2", "approve")  # continues in the agent's worker
+        assert request.tool == "send_email"
+    assert SENT == ["ann@example.com"]
+    reports = await agent.reports("s")
+    assert reports[-1].final_text == "sent after the restart"
+    with pytest.raises(ConfigError, match="resume_with_approval"):
+        other = Agent(tools=[lookup, send_email], workspace=tmp_path)
+        other._adopt({"version": 1, "tools": [], "runs": [{"request": {"callId": "zz"}}]})
+        other.resolve_approval("zz", "approve")

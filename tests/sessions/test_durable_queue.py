@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from loopwright import Agent, ConfigError, EmptyMessageError, UserMessage
+from loopwright import Agent, Caller, ConfigError, EmptyMessageError, RunStarted, UserMessage, tool
+from loopwright.messages import ToolCall
 from loopwright.sessions.queue import FileQueue, QueuedRequest
 from loopwright.testing import FunctionModel, ScriptedModel, TestModel
 
@@ -84,3 +85,50 @@ async def test_a_request_that_keeps_failing_to_start_is_set_aside(tmp_path: Path
     [failed] = await queue.failed()
     assert failed.message == "poison" and failed.failure == "started 3 times and never recorded; set aside"
     assert await queue.pending() == []
+
+
+async def test_a_request_cancelled_before_it_started_stays_queued(tmp_path: Path) -> None:
+    gate = asyncio.Event()
+
+    async def model(messages: list[object], info: object) -> str:
+        await gate.wait()
+        return "first"
+
+    agent = Agent(FunctionModel(model), workspace=tmp_path)
+    worker = asyncio.create_task(_submit_two_then_wait(agent))
+    for _ in range(500):
+        if len(list((tmp_path / "sessions/s/queue").glob("*.json"))) == 2:
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)  # the first is running (waiting on the model), the second waits for the lock
+    worker.cancel()  # shutdown
+    with pytest.raises(asyncio.CancelledError):
+        await worker
+    pending = await FileQueue(tmp_path / "sessions").pending()
+    # the first reached its transcript (it is over: repaired, reported); the second never started
+    assert [r.message for r in pending] == ["second"] and pending[0].attempts == 0
+
+
+@tool(level="guest")
+def whoami(caller: Caller) -> str:
+    """Who asks."""
+    return str(caller.user_id)
+
+
+async def _submit_two_then_wait(agent: Agent) -> None:
+    async with agent:
+        await agent.submit("first", session_id="s")
+        await agent.submit("second", session_id="s")
+        await asyncio.Event().wait()
+
+
+async def test_submit_carries_the_caller_and_the_start_event_names_the_request(tmp_path: Path) -> None:
+    model = ScriptedModel([[ToolCall(id="c1", name="whoami", arguments="{}")], "ok"])
+    starts: list[RunStarted] = []
+    async with Agent(model, tools=[whoami], workspace=tmp_path) as agent:
+        agent.on("run_start", starts.append)
+        ticket = await agent.submit("hi", session_id="s", caller=Caller(user_id="u9", level="guest"))
+        await agent.wait(ticket)
+    assert model.requests[1].messages[-1].content == "u9"
+    assert [s.request_id for s in starts] == [ticket.request_id]
+    assert starts[0].payload()["requestId"] == ticket.request_id

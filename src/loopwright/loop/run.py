@@ -36,7 +36,9 @@ async def run_loop(run: RunState) -> RunReport:
     run was accepted (bad input, busy session) or when the run was cancelled."""
     setup, sink = run.setup, run.sink
     if sink.active:
-        await sink.emit(RunStarted(run_id=run.run_id, session_id=run.session_id))
+        meta = run.request.meta
+        request_id = meta.get("request_id") if meta else None
+        await sink.emit(RunStarted(run_id=run.run_id, session_id=run.session_id, request_id=request_id))
     failure: BaseException | None = None
     deadline: asyncio.Timeout | None = None
     try:

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from loopwright._threads import run_blocking
 from loopwright.errors import StorageError
 from loopwright.messages import now_iso
 from loopwright.sessions.base import validate_session_id
@@ -108,10 +109,13 @@ class FileQueue:
         return folder / f"{stamp}-{request.request_id}.json"
 
     async def put(self, request: QueuedRequest) -> None:
-        self._write(self._path(request), request)
+        # synced (the message is acknowledged when this returns), off the event loop: an fsync
+        # blocks for a millisecond or more, and a gateway accepts many messages at once
+        await run_blocking(self._write, self._path(request), request)
 
     async def update(self, request: QueuedRequest) -> None:
-        self._write(self._path(request), request)
+        # an attempt counter: flushed to the OS (it survives the process), not synced
+        self._write(self._path(request), request, sync=False)
 
     async def done(self, request: QueuedRequest) -> None:
         self._path(request).unlink(missing_ok=True)
@@ -137,14 +141,15 @@ class FileQueue:
         return sorted(found, key=lambda r: r.accepted_at)
 
     @staticmethod
-    def _write(path: Path, request: QueuedRequest) -> None:
+    def _write(path: Path, request: QueuedRequest, *, sync: bool = True) -> None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f".{path.name}.tmp")
             with tmp.open("w", encoding="utf-8") as f:
                 json.dump(asdict(request), f)
                 f.flush()
-                os.fsync(f.fileno())
+                if sync:
+                    os.fsync(f.fileno())
             os.replace(tmp, path)
         except OSError as exc:
             raise StorageError(f"cannot queue the request for session {request.session_id!r}: {exc}") from exc
