@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,4 +31,10 @@ def _isolated_env(
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-real")
     monkeypatch.setenv("NO_COLOR", "1")
+    # The CLI routes the library's logger to its own handler (and stops propagation): a command run
+    # in-process must not hide later tests' log records from caplog.
+    logger = logging.getLogger("loopwright")
+    saved = (logger.propagate, logger.level, list(logger.handlers))
     yield
+    logger.propagate, logger.handlers[:] = saved[0], saved[2]
+    logger.setLevel(saved[1])  # (setLevel also clears the loggers' cached levels)

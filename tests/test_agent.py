@@ -106,3 +106,26 @@ async def test_relevant_dated_notes_are_recalled_into_the_prompt(tmp_path: Path)
     quiet = Agent(ScriptedModel(["ok"]), workspace=tmp_path, config={"memory_results": 0})
     await quiet.run("When does the staging database password rotate?")
     assert "## Relevant memory" not in quiet.model.requests[0].system  # type: ignore[attr-defined]
+
+
+async def test_abort_cuts_a_run_short_and_reports_whether_it_ran() -> None:
+    import asyncio
+
+    from loopwright import RunStarted
+    from loopwright.testing import FunctionModel
+
+    async def slow(messages: list[object], info: object) -> str:
+        await asyncio.sleep(30)
+        return "never"
+
+    agent = Agent(FunctionModel(slow))
+    started: list[RunStarted] = []
+    agent.on("run_start", started.append)
+    task = asyncio.create_task(agent.run("hi", session_id="s"))
+    for _ in range(200):
+        if started and agent.abort(started[0].run_id):
+            break
+        await asyncio.sleep(0.01)
+    report = await task
+    assert report.reason == "stopped"
+    assert agent.abort(report.id) is False  # over

@@ -375,6 +375,15 @@ class Agent:
                 count += 1
         return count
 
+    def abort(self, run_id: str) -> bool:
+        """Cut a run of this agent short now (what ``interrupt`` mode does): the step in flight is
+        abandoned, completed tool calls are kept, the run ends ``stopped``. False if it is not running."""
+        run = self._active.get(run_id)
+        if run is None:
+            return False
+        run.abort()
+        return True
+
     def on(self, event: str, listener: Listener) -> Callable[[], None]:
         """Call ``listener`` for every event of a kind: an event ``type`` (``"tool_call_end"``), a
         specification name (``"tool:end"``) or ``"*"``. Returns a function that unsubscribes."""

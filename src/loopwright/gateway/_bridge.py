@@ -168,14 +168,9 @@ class RunBridge:
         return on_event
 
     def _recovered(self, name: str, event: Any) -> RunRecord | None:
-        """The record of a request the agent resumed from its queue at start. Its request id is in
-        the run's meta; the loop's RunStarted does not carry it (``request_id`` is read once it
-        does), so it is looked up in the agent's table of active runs."""
+        """The record of a request the agent resumed from its queue at start (``RunStarted`` names
+        the queue's request)."""
         request_id = getattr(event, "request_id", None)
-        if request_id is None:
-            state = getattr(self.agents[name], "_active", {}).get(event.run_id)
-            meta = getattr(getattr(state, "request", None), "meta", None) or {}
-            request_id = meta.get("request_id")
         return self.registry.get(request_id) if isinstance(request_id, str) else None
 
     def finish_report(self, record: RunRecord, report: RunReport) -> None:

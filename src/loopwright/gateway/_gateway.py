@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast, get_args
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 from loopwright.agent import Agent, Ticket
 from loopwright.config import QueueMode
@@ -34,6 +34,11 @@ from loopwright.hooks import GatewayHook
 from loopwright.loop._intake import validate_message
 from loopwright.sessions.base import new_session_id, validate_session_id
 from loopwright.sessions.queue import QueuedRequest
+
+if TYPE_CHECKING:
+    from loopwright.platforms import PlatformService
+    from loopwright.scaleout import ScaleOut
+    from loopwright.sql import Database
 
 __all__ = ["Gateway"]
 
@@ -51,6 +56,8 @@ class Gateway:
         agents: Agent | Mapping[str, Agent] | Sequence[Agent],
         *,
         config: GatewayConfig | None = None,
+        scaleout: ScaleOut | None = None,
+        database: Database | None = None,
     ) -> None:
         self.agents: dict[str, Agent] = _by_name(agents)
         self.config = config or GatewayConfig()
@@ -82,6 +89,17 @@ class Gateway:
         self._watchers: set[asyncio.Task[None]] = set()
         self._drain_task: asyncio.Task[None] | None = None
         self._started_at = time.monotonic()
+        self.scaleout = scaleout
+        """Several gateways on one PostgreSQL (see :mod:`loopwright.gateway._scaled`): runs go through
+        the shared queue and the agents run on this node's worker instead of their own."""
+        self.database = database if database is not None else (scaleout.database if scaleout else None)
+        """The SQL database (migrated) of chat-platform messages: users, budgets, conversations."""
+        self._platforms: dict[str, PlatformService] = {}
+        self._scaled = None
+        if scaleout is not None:
+            from loopwright.gateway._scaled import ScaledRuns
+
+            self._scaled = ScaledRuns(scaleout, self.registry, retry_after=cfg.busy_retry_after)
 
     def __repr__(self) -> str:
         return f"Gateway(agents={list(self.agents)!r}, host={self.config.host!r}, port={self.config.port})"
@@ -104,6 +122,10 @@ class Gateway:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Gateway]:
         """Start every agent's worker (resuming what a restart left queued); on exit, drain."""
+        if self.scaleout is not None:
+            async with self._running_scaled():
+                yield self
+            return
         unsubscribe = []
         async with asyncio.TaskGroup() as tasks:
             self._tasks = tasks
@@ -124,6 +146,28 @@ class Gateway:
                 for off in unsubscribe:
                     off()
                 self.stopped.set()
+
+    @contextlib.asynccontextmanager
+    async def _running_scaled(self) -> AsyncIterator[None]:
+        """The scale-out node runs the agents (its worker claims from the shared queue)."""
+        assert self.scaleout is not None and self._scaled is not None
+        async with asyncio.TaskGroup() as tasks:
+            self._tasks = tasks
+            self._scaled.bind(tasks)
+            async with self.scaleout:
+                try:
+                    self._started_at = time.monotonic()
+                    self.started.set()
+                    await self._fire("gateway_start")
+                    yield
+                finally:
+                    self.draining = True
+                    self._scaled.stop_mirrors()
+                    self.registry.close_all("the gateway stopped")
+            # leaving the node drained its worker: runs here ended or were asked to stop
+            await self._fire("gateway_stop")
+            self._scaled.bind(None)
+            self.stopped.set()
 
     async def _start_agent(self, name: str, agent: Agent, tasks: asyncio.TaskGroup) -> None:
         pending = await agent.queue.pending()
@@ -184,6 +228,8 @@ class Gateway:
         if not self.draining:
             self.draining = True
             log.info("gateway draining: %d run(s) in flight", len(self.registry.active()))
+        if self.scaleout is not None:
+            return  # the node drains its own worker when `running` ends; mirrored runs go on elsewhere
         active = self.registry.active()
         if active and not self._hurry.is_set():
             ended: asyncio.Future[Any] = asyncio.ensure_future(
@@ -262,6 +308,9 @@ class Gateway:
                 retry_after=self.config.busy_retry_after,
             )
         name, target = self.agent(agent)
+        if self._scaled is not None:
+            mode = _mode(queue_mode) if queue_mode is not None else None
+            return await self._scaled.accept(name, message, session_id, mode, idempotency_key)
         if idempotency_key is None:
             return await self._accept(name, target, message, session_id, queue_mode, None), False
         earlier = self.registry.by_key(name, idempotency_key)
@@ -367,6 +416,32 @@ class Gateway:
             if not record.finished:
                 self.bridge.finish_report(record, report)
 
+    # --- chat platforms --------------------------------------------------------------------------
+
+    async def platform_reply(self, agent: str | None, message: dict[str, Any]) -> dict[str, Any]:
+        """Answer a chat-platform message through the agent's PlatformService (built once per agent):
+        the reply dict, after the run. Refused with 503 while draining, 400 without a database."""
+        if self.draining or not self.started.is_set():
+            raise ApiError(
+                503,
+                "the gateway is shutting down; send again once it is back",
+                retry_after=self.config.busy_retry_after,
+            )
+        name, target = self.agent(agent)
+        if self.database is None:
+            message_ = "platform messages need a database: start the gateway with --database URL"
+            raise ApiError(400, message_, fields=[FieldError("platform", message_)])
+        service = self._platforms.get(name)
+        if service is None:
+            from loopwright.platforms import PlatformService
+
+            service = self._platforms[name] = PlatformService.from_agent(self.database, target)
+        try:
+            reply = await service.handle(message)
+        except InputError as exc:
+            raise from_exception(exc) from None
+        return reply.to_dict()
+
     # --- waiting and stopping ---------------------------------------------------------------------
 
     def record(self, run_id: str) -> RunRecord:
@@ -378,9 +453,15 @@ class Gateway:
             )
         return record
 
+    async def known(self, run_id: str) -> RunRecord:
+        """The run's record; with scale-out, a run of another gateway is adopted (mirrored) here."""
+        if self._scaled is not None and self.registry.get(run_id) is None:
+            await self._scaled.adopt(run_id)
+        return self.record(run_id)
+
     async def wait(self, run_id: str, timeout: float) -> dict[str, Any]:  # noqa: ASYNC109 (the RPC's parameter)
         """``agent.wait``: the result once the run ends, or status ``timeout`` (the run goes on)."""
-        record = self.record(run_id)
+        record = await self.known(run_id)
         if not record.finished and timeout > 0:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):

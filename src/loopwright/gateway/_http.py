@@ -170,6 +170,8 @@ async def sse_endpoint(request: Request) -> Response:
             elif run_id is None:
                 after[last_run] = _int(last_seq, "Last-Event-ID")
                 since_run = last_run
+        if run_id is not None:
+            await gw.known(run_id)  # scale-out: a run of another gateway is mirrored here
         sub = open_subscription(
             gw,
             run_id=run_id,

@@ -32,6 +32,44 @@ class AgentParams(Params):
     agent: str | None = None
     queue_mode: str | None = None
     idempotency_key: str | None = Field(None, min_length=1, max_length=256)
+    # A message from a chat platform (see docs/platforms.md): answered through the agent's
+    # PlatformService (users, budgets, personas, conversations), synchronously, with its reply.
+    platform: str | None = None
+    platform_user_id: str | None = None
+    platform_username: str | None = None
+    platform_server_id: str | None = None
+    platform_channel_id: str | None = None
+    platform_thread_id: str | None = None
+    attachments: list[dict[str, Any]] | None = None
+
+    def platform_message(self) -> dict[str, Any] | None:
+        """The platform message these params carry (None without ``platform``)."""
+        fields = {
+            "platform": self.platform,
+            "platform_user_id": self.platform_user_id,
+            "platform_username": self.platform_username,
+            "platform_server_id": self.platform_server_id,
+            "platform_channel_id": self.platform_channel_id,
+            "platform_thread_id": self.platform_thread_id,
+        }
+        if self.platform is None:
+            given = [to_camel(k) for k, v in fields.items() if v is not None]
+            if self.attachments is not None:
+                given.append("attachments")
+            if given:
+                message = f"{', '.join(given)} need 'platform'"
+                raise ApiError(400, message, fields=[FieldError(given[0], message)])
+            return None
+        for name in ("session_id", "queue_mode", "idempotency_key"):
+            if getattr(self, name) is not None:
+                message = (
+                    f"{to_camel(name)} cannot be used with 'platform': the conversation decides the session"
+                )
+                raise ApiError(400, message, fields=[FieldError(to_camel(name), message)])
+        out: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
+        out["content"] = self.message
+        out["attachments"] = self.attachments or []
+        return out
 
 
 class WaitParams(Params):
@@ -101,6 +139,9 @@ def parse(model: type[Params], raw: Any) -> Any:
 
 
 async def _agent(gw: Gateway, p: AgentParams) -> dict[str, Any]:
+    incoming = p.platform_message()
+    if incoming is not None:
+        return await gw.platform_reply(p.agent, incoming)
     record, repeated = await gw.submit(
         p.message,
         agent=p.agent,
@@ -125,6 +166,12 @@ async def _stop(gw: Gateway, p: StopParams) -> dict[str, Any]:
     if p.run_id is None and p.session_id is None:
         message = "give runId or sessionId"
         raise ApiError(400, message, fields=[FieldError("runId", message)])
+    if gw.scaleout is not None:  # the run may be on another gateway: ask through the database
+        if p.run_id is not None:
+            await gw.known(p.run_id)  # 404 for an unknown run
+        name = gw.agent(p.agent)[0] if p.agent is not None or p.run_id is None else None
+        stopped = await gw.scaleout.stop(run_id=p.run_id, agent=name, session_id=p.session_id)
+        return {"stopped": stopped}
     return {"stopped": gw.stop(run_id=p.run_id, session_id=p.session_id, agent=p.agent)}
 
 

@@ -102,6 +102,10 @@ class Subscription:
         return await self.queue.get()
 
 
+def _iso_ms(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def _iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -185,6 +189,34 @@ class RunRegistry:
         for sub in tuple(self._session_subs.get((record.agent, record.session_id), ())):
             sub.push(event)
         return event
+
+    def mirror(self, record: RunRecord, event: Event) -> None:
+        """Replay an event of a run that executes elsewhere (scale-out), as it was numbered there.
+        Out-of-order or repeated events are ignored: the next one must have ``seq`` = count + 1."""
+        if record.finished or event["seq"] != len(record.events) + 1:
+            return
+        data = event["data"]
+        if event["stream"] == "lifecycle" and data.get("phase") == "start" and record.started_at is None:
+            record.started_at = _iso_ms(event["ts"])
+            record.status = "running"
+        record.events.append(event)
+        self.events_published += 1
+        for sub in tuple(self._run_subs.get(record.run_id, ())):
+            sub.push(event)
+        for sub in tuple(self._session_subs.get((record.agent, record.session_id), ())):
+            sub.push(event)
+        if event["stream"] == "lifecycle" and data.get("phase") in ("end", "error"):
+            record.status = "ok" if data.get("status") == "ok" else "error"
+            record.reason = data.get("reason")
+            record.text = data.get("text") or ""
+            record.error = data.get("error")
+            record.usage = data.get("usage")
+            record.ended_at = _iso_ms(event["ts"])
+            record.finished_mono = self._clock()
+            record.done.set()
+            self._finished.append(record.run_id)
+            for sub in tuple(self._run_subs.get(record.run_id, ())):
+                sub.close("ended")
 
     def start(self, record: RunRecord) -> None:
         if record.started_at is None:

@@ -63,7 +63,7 @@ class _Connection:
             elif not self.authed:
                 raise ApiError(401, "authenticate first: send {method: 'auth', params: {token}}")
             elif method == "subscribe":
-                result = self._subscribe(params, tasks)
+                result = await self._subscribe(params, tasks)
             elif method == "unsubscribe":
                 sid = params.get("subscriptionId") if isinstance(params, dict) else None
                 sub = self.subs.pop(str(sid), None)
@@ -80,7 +80,7 @@ class _Connection:
             return
         await self.send({"id": rid, "ok": True, "result": result})
 
-    def _subscribe(self, params: Any, tasks: asyncio.TaskGroup) -> dict[str, Any]:
+    async def _subscribe(self, params: Any, tasks: asyncio.TaskGroup) -> dict[str, Any]:
         p = params if isinstance(params, dict) else {}
         after = p.get("after")
         if after is not None and not (
@@ -94,9 +94,12 @@ class _Connection:
             raise ApiError(
                 400, "afterSeq must be an integer >= 0", fields=[FieldError("afterSeq", "invalid")]
             )
+        run_id = _opt_str(p, "runId")
+        if run_id is not None:
+            await self.gw.known(run_id)  # scale-out: a run of another gateway is mirrored here
         sub = open_subscription(
             self.gw,
-            run_id=_opt_str(p, "runId"),
+            run_id=run_id,
             session_id=_opt_str(p, "sessionId"),
             agent=_opt_str(p, "agent"),
             after_seq=after_seq,

@@ -12,6 +12,16 @@ __all__ = [
     "LockLease",
     "LockRecord",
     "ModeRouter",
+    "PostgresSessionLocks",
     "RunSlots",
     "SessionLocks",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # imported on first use: it needs asyncpg (the ``postgres`` extra) and the scale-out package
+    if name == "PostgresSessionLocks":
+        from loopwright.lanes.postgres import PostgresSessionLocks
+
+        return PostgresSessionLocks
+    raise AttributeError(f"module 'loopwright.lanes' has no attribute {name!r}")
