@@ -223,6 +223,7 @@ class Agent:
             policy=self.policy,
             approvals=self.approvals,
             approver=approver,
+            journal=getattr(store, "durable", True),
         )
         self._index_tools()
 

@@ -75,6 +75,8 @@ class RunSetup:
     """The policy's decision for each tool, worked out once."""
     approvals: ApprovalBoard = field(default_factory=ApprovalBoard)
     approver: Approver | None = None
+    journal: bool = True
+    """Journal each tool call before it runs: for stores that survive a crash (``store.durable``)."""
     _prices_seen: dict[str, Price | None] = field(default_factory=dict)
 
     _cache: _SetupCache = field(default_factory=lambda: _SetupCache())

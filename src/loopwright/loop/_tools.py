@@ -225,7 +225,8 @@ async def _invoke(run: RunState, step: int, call: ToolCall) -> tuple[str, str | 
 
 async def _execute(run: RunState, step: int, call: ToolCall, tool: Tool, args: Any) -> tuple[str, str | None]:
     setup = run.setup
-    await journal_start(run, call)
+    if setup.journal:
+        await journal_start(run, call)
     ctx = ToolContext(
         run_id=run.run_id,
         session_id=run.session_id,

@@ -112,7 +112,9 @@ class LoadedTranscript:
 
 @runtime_checkable
 class SessionStore(Protocol):
-    """Where sessions live. Implementations: :class:`MemorySessionStore`, :class:`FileSessionStore`."""
+    """Where sessions live. Implementations: :class:`MemorySessionStore`, :class:`FileSessionStore`,
+    :class:`~loopwright.sessions.sql.SQLSessionStore`. A store whose sessions do not survive the
+    process sets ``durable = False`` (the loop then skips the crash journal)."""
 
     async def get(self, session_id: str) -> SessionInfo | None: ...
 

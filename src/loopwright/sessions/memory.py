@@ -15,6 +15,9 @@ __all__ = ["MemorySessionStore"]
 class MemorySessionStore:
     """Implements :class:`~loopwright.sessions.SessionStore`; nothing survives the process."""
 
+    durable = False
+    """Nothing here outlives the process: the loop skips the crash journal (``tool_start``) for it."""
+
     def __init__(self) -> None:
         self._info: dict[str, SessionInfo] = {}
         self._entries: dict[str, list[Entry]] = {}
