@@ -654,6 +654,8 @@ class Agent:
         calls waited for approval left behind), for :meth:`restore`."""
         runs: list[dict[str, Any]] = []
         for info in await self.store.list_sessions():
+            if not info.awaiting_approval:
+                continue  # no run of it was waiting when it was last saved
             entries = (await self.store.load(info.id)).entries
             answered = {e.tool_call_id for e in entries if type(e) is ToolResultMessage}
             resolved = {

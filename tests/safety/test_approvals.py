@@ -175,6 +175,9 @@ async def _die_while_pending(agent: Agent, workspace: Path) -> dict[str, object]
     path = workspace / "sessions" / "s" / "transcript.jsonl"
     lines = [line for line in path.read_text().splitlines() if '"tool_call_id":"c2"' not in line]
     path.write_text("\n".join(lines) + "\n")
+    # ... and its session metadata still says a call waits (the run never reached its end)
+    info_path = workspace / "sessions" / "s" / "session.json"
+    info_path.write_text(json.dumps({**json.loads(info_path.read_text()), "awaitingApproval": True}))
     return snapshots[0]
 
 

@@ -17,7 +17,6 @@ TABLES = {
     "sessions",
     "session_entries",
     "run_reports",
-    "run_checkpoints",
     "users",
     "platform_links",
     "personas",

@@ -107,19 +107,6 @@ async def test_reports_are_saved_replaced_and_listed_oldest_first(database: Data
     assert reports[0].to_dict() == early.to_dict()
 
 
-async def test_checkpoints_are_saved_replaced_listed_and_cleared(database: Database) -> None:
-    store = SQLSessionStore(database)
-    await store.save_checkpoint("s", "r1", {"step": 1, "request": {"callId": "c1"}})
-    await store.save_checkpoint("s", "r1", {"step": 2})
-    await store.save_checkpoint("t", "r9", {"step": 5})
-    assert await store.load_checkpoints("s") == [{"step": 2}]
-    assert sorted(c["step"] for c in await store.load_checkpoints()) == [2, 5]
-    await store.clear_checkpoint("s", "r1")
-    assert await store.load_checkpoints("s") == []
-    with pytest.raises(TypeError):
-        await store.save_checkpoint("s", "r2", {"not json": object()})
-
-
 async def test_an_agent_keeps_its_conversation_in_sql(database: Database) -> None:
     model = ScriptedModel([[ScriptedModel.call("add", a=2, b=3)], "5", "still 5"])
     agent = Agent(model, tools=[add], store=SQLSessionStore(database))

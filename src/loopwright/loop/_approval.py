@@ -71,6 +71,9 @@ async def ask(
         type="approval", data={"state": "pending", **snapshot}, run_id=run.run_id, timestamp=now_iso()
     )
     await setup.store.append(run.session_id, [record])
+    if run.session is not None and not run.session.awaiting_approval:
+        run.session.awaiting_approval = True  # where Agent.checkpoints() looks after a crash
+        await setup.store.save_info(run.session)
     await setup.store.sync(run.session_id)  # a crash from here on can be resumed
     future = setup.approvals.open(request, snapshot)
     try:

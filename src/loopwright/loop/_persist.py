@@ -54,6 +54,7 @@ async def persist(run: RunState) -> None:
         info = run.session
         if info is not None:
             info.updated_at = now_iso()
+            info.awaiting_approval = False  # the run ended: nothing of it waits any more
             info.message_count += run.appended
             info.run_count += 1
             info.usage = Usage.total((info.usage, *(s.usage for s in report.steps)))

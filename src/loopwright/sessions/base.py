@@ -53,6 +53,9 @@ class SessionInfo:
     cost_usd: float | None = 0.0
     """Total cost of the session's model calls; ``None`` once a call could not be priced."""
     terminated: bool = False
+    awaiting_approval: bool = False
+    """A run of this session was waiting for an approval when it was last saved: the session's
+    transcript holds a checkpoint (:meth:`Agent.checkpoints` looks only at such sessions)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -66,6 +69,7 @@ class SessionInfo:
             "usage": self.usage.to_dict(),
             "costUsd": self.cost_usd,
             "terminated": self.terminated,
+            **({"awaitingApproval": True} if self.awaiting_approval else {}),
         }
 
     @classmethod
@@ -81,6 +85,7 @@ class SessionInfo:
             usage=Usage.from_dict(d.get("usage") or {}),
             cost_usd=d.get("costUsd", 0.0),
             terminated=bool(d.get("terminated", False)),
+            awaiting_approval=bool(d.get("awaitingApproval", False)),
         )
 
     def copy(self) -> SessionInfo:
@@ -95,6 +100,7 @@ class SessionInfo:
             usage=self.usage,
             cost_usd=self.cost_usd,
             terminated=self.terminated,
+            awaiting_approval=self.awaiting_approval,
         )
 
 

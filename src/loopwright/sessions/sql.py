@@ -12,12 +12,10 @@ to do.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
-from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
 from loopwright.errors import NotFoundError, StorageError
@@ -25,7 +23,7 @@ from loopwright.report import RunReport
 from loopwright.sessions._codec import Entry, TranscriptRecord, decode_line, encode_entry
 from loopwright.sessions.base import LoadedTranscript, SessionInfo, validate_session_id
 from loopwright.sql._database import Database
-from loopwright.sql.models import RunCheckpointRow, RunReportRow, SessionEntryRow, SessionRow
+from loopwright.sql.models import RunReportRow, SessionEntryRow, SessionRow
 
 __all__ = ["SQLSessionStore"]
 
@@ -194,43 +192,6 @@ class SQLSessionStore:
             except (KeyError, TypeError, ValueError) as exc:
                 log.warning("skipping unreadable run report of session %s: %s", session_id, exc)
         return reports
-
-    # --- checkpoints (runs waiting on an approval, resumable in a new process) -------------------
-
-    async def save_checkpoint(self, session_id: str, run_id: str, data: dict[str, Any]) -> None:
-        """Keep ``data`` (JSON-ready) as the run's checkpoint, replacing an earlier one."""
-        json.dumps(data)  # refuse what cannot be stored before touching the database
-        try:
-            async with self.database.transaction() as s:
-                row = await s.get(RunCheckpointRow, (session_id, run_id))
-                if row is None:
-                    s.add(RunCheckpointRow(session_id=session_id, run_id=run_id, data=data))
-                else:
-                    row.data = data
-        except SQLAlchemyError as exc:
-            raise self._error("save a checkpoint of session", session_id, exc) from exc
-
-    async def load_checkpoints(self, session_id: str | None = None) -> list[dict[str, Any]]:
-        """The checkpoints of one session (or of all), oldest first."""
-        query = select(RunCheckpointRow.data).order_by(RunCheckpointRow.saved_at)
-        if session_id is not None:
-            query = query.where(RunCheckpointRow.session_id == session_id)
-        try:
-            async with self.database.transaction() as s:
-                return [dict(d) for d in (await s.scalars(query)).all()]
-        except SQLAlchemyError as exc:
-            raise self._error("load checkpoints of session", session_id, exc) from exc
-
-    async def clear_checkpoint(self, session_id: str, run_id: str) -> None:
-        try:
-            async with self.database.transaction() as s:
-                await s.execute(
-                    delete(RunCheckpointRow).where(
-                        RunCheckpointRow.session_id == session_id, RunCheckpointRow.run_id == run_id
-                    )
-                )
-        except SQLAlchemyError as exc:
-            raise self._error("clear a checkpoint of session", session_id, exc) from exc
 
     def _error(self, what: str, session_id: str | None, exc: Exception) -> StorageError:
         target = f" {session_id!r}" if session_id is not None else ""

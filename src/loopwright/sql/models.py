@@ -4,8 +4,8 @@ these (a test compares them), so change both together: add a migration for every
 Two groups share one database:
 
 - session storage (:class:`~loopwright.sessions.sql.SQLSessionStore`): ``sessions``,
-  ``session_entries`` (one row per transcript entry, the JSON of the JSONL line), ``run_reports``,
-  ``run_checkpoints``;
+  ``session_entries`` (one row per transcript entry, the JSON of the JSONL line), ``run_reports``
+  (checkpoints of runs waiting for approval are transcript entries, like everything else of a run);
 - chat platforms (:mod:`loopwright.platforms`): ``users``, ``platform_links``, ``personas``,
   ``conversations``, ``messages``, ``token_logs``, ``file_records``.
 
@@ -43,7 +43,6 @@ __all__ = [
     "MessageRow",
     "Persona",
     "PlatformLink",
-    "RunCheckpointRow",
     "RunReportRow",
     "SessionEntryRow",
     "SessionRow",
@@ -131,15 +130,6 @@ class RunReportRow(Base):
         String(128), ForeignKey("sessions.id", ondelete="CASCADE"), index=True
     )
     started_at: Mapped[float] = mapped_column(Float)
-    data: Mapped[dict[str, Any]]
-
-
-class RunCheckpointRow(Base):
-    __tablename__ = "run_checkpoints"
-
-    session_id: Mapped[str] = mapped_column(String(128), primary_key=True)
-    run_id: Mapped[str] = mapped_column(String(128), primary_key=True)
-    saved_at: Mapped[datetime] = mapped_column(default=utcnow)
     data: Mapped[dict[str, Any]]
 
 

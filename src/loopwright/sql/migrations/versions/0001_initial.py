@@ -60,14 +60,6 @@ def upgrade() -> None:
     )
 
     op.create_table(
-        "run_checkpoints",
-        sa.Column("session_id", sa.String(length=128), nullable=False),
-        sa.Column("run_id", sa.String(length=128), nullable=False),
-        sa.Column("saved_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("data", sa.JSON(), nullable=False),
-        sa.PrimaryKeyConstraint("session_id", "run_id"),
-    )
-    op.create_table(
         "sessions",
         sa.Column("id", sa.String(length=128), nullable=False),
         sa.Column("agent", sa.String(length=200), nullable=False),
@@ -220,5 +212,4 @@ def downgrade() -> None:
     op.drop_table("conversations")
     op.drop_table("users")
     op.drop_table("sessions")
-    op.drop_table("run_checkpoints")
     op.drop_table("personas")
