@@ -18,7 +18,7 @@ from loopwright.sql import Database
 from loopwright.sql import current_revision as core_revision
 from loopwright.sql.migrate import VERSION_TABLE as CORE_VERSION_TABLE
 
-SCALEOUT_TABLES = {"scaleout_runs", "scaleout_events", "scaleout_session_leases"}
+SCALEOUT_TABLES = {"scaleout_runs", "scaleout_events", "scaleout_session_leases", "scaleout_approvals"}
 
 
 async def _tables(db: Database) -> set[str]:

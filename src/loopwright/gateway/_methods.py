@@ -232,12 +232,17 @@ async def _sessions_reset(gw: Gateway, p: SessionParams) -> dict[str, Any]:
 
 async def _approvals_list(gw: Gateway, p: ApprovalsParams) -> dict[str, Any]:
     names = [gw.agent(p.agent)[0]] if p.agent is not None else list(gw.agents)
-    found = []
-    for name in names:
+    found: list[dict[str, Any]] = []
+    if gw.scaleout is not None:  # every gateway's waiting calls, from the shared table
+        found = await gw.scaleout.approvals.pending(names, p.session_id)
+    shared = {a["approvalId"] for a in found}
+    for name in names:  # and what waits only here (a sub-run's call, a restored checkpoint)
         pending = getattr(gw.agents[name], "pending_approvals", None)
         if pending is None:
             continue
         for request in pending(p.session_id):
+            if request.approval_id in shared:
+                continue
             found.append({**request.to_dict(), "agent": name, "runId": _gateway_run(gw, request.run_id)})
     return {"approvals": found}
 
@@ -253,6 +258,13 @@ def _gateway_run(gw: Gateway, loop_run_id: str) -> str:
 async def _approvals_resolve(gw: Gateway, p: ResolveParams) -> dict[str, Any]:
     names = [gw.agent(p.agent)[0]] if p.agent is not None else list(gw.agents)
     decision = ApprovalDecision(p.decision, p.result, p.note)
+    if gw.scaleout is not None:  # the call may wait on another gateway: decided through the table
+        try:
+            agent_name = await gw.scaleout.resolve_approval(p.approval_id, decision, agent=p.agent)
+        except NotFoundError:
+            pass  # not in the table: maybe a call waiting only here (below)
+        else:
+            return {"approvalId": p.approval_id, "decision": p.decision, "agent": agent_name}
     for name in names:
         agent = gw.agents[name]
         resolve = getattr(agent, "resolve_approval", None)

@@ -23,9 +23,11 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, get_args
 
 from loopwright.agent import Agent
+from loopwright.approvals import ApprovalDecision
 from loopwright.config import QueueMode
 from loopwright.errors import ConfigError, InputError, NotFoundError
 from loopwright.loop._intake import validate_message
+from loopwright.scaleout._approvals import ApprovalTable
 from loopwright.scaleout._events import Event, EventHub, EventLog
 from loopwright.scaleout._migrate import upgrade
 from loopwright.scaleout._pg import Pool, channel, connect, create_pool
@@ -94,6 +96,7 @@ class ScaleOut:
         )
         self.queue: RunQueue
         self.events: EventLog
+        self.approvals: ApprovalTable
         self.worker: Worker | None = None
         self.sweeper: Sweeper
 
@@ -109,6 +112,7 @@ class ScaleOut:
             notify_control=self.hub.control_channel,
         )
         self.events = EventLog(pool, self.queue, self.hub, poll=self.poll)
+        self.approvals = ApprovalTable(pool, notify_control=self.hub.control_channel)
         self.sweeper = Sweeper(
             pool, events_channel=self.hub.events_channel, queue_channel=self.hub.queue_channel
         )
@@ -127,12 +131,14 @@ class ScaleOut:
                     concurrency=self.concurrency,
                     lease=self.lease,
                     poll=self.poll,
+                    approvals=self.approvals,
                 )
                 self._unsubscribe = worker.listen()
                 self.hub.on_queue.append(worker.wake)
                 self.hub.on_control.append(worker.on_control)
                 self._claims = tasks.create_task(worker.claim_loop(tasks), name="scaleout-claim")
                 self._background.append(tasks.create_task(worker.heartbeat_loop(), name="scaleout-lease"))
+                self._background.append(tasks.create_task(worker.approval_loop(), name="scaleout-approvals"))
         except BaseException:
             await self._close()
             raise
@@ -263,6 +269,27 @@ class ScaleOut:
     ) -> int:
         """Ask running runs (on any gateway) to stop after their current step."""
         return await self.queue.request_stop(run_id=run_id, agent=agent, session_id=session_id)
+
+    async def pending_approvals(
+        self, agent: str | None = None, session_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """``approvals.list`` across every gateway: the calls waiting for a decision in runs of
+        ``agent`` (or of every agent this node knows), as the gateway shows them (``runId`` is the
+        shared run's)."""
+        names = [self.agent(agent)[0]] if agent is not None else list(self.agents)
+        return await self.approvals.pending(names, session_id)
+
+    async def resolve_approval(
+        self, approval_id: str, decision: ApprovalDecision, *, agent: str | None = None
+    ) -> str:
+        """Decide a call waiting on any gateway; its gateway continues the run. Returns the agent's
+        name. Raises :class:`~loopwright.errors.NotFoundError` when no call waits for
+        ``approval_id`` (unknown, decided already, or its run no longer runs)."""
+        names = [self.agent(agent)[0]] if agent is not None else list(self.agents)
+        decided = await self.approvals.decide(approval_id, decision, names)
+        if decided.owner == self.gateway_id and self.worker is not None:
+            await self.worker.apply(decided)  # waiting here: no need to wait for the notification
+        return decided.agent
 
     def __repr__(self) -> str:
         return f"ScaleOut({self.database.display_url!r}, gateway_id={self.gateway_id!r})"

@@ -7,6 +7,8 @@
   are the truth; ``NOTIFY`` only wakes readers.
 - ``scaleout_session_leases``: who holds each session's advisory lock, until when (the lockTimeout
   lease), and on which database backend, so an expired holder can be cut off.
+- ``scaleout_approvals``: tool calls waiting for a decision, on whichever gateway runs them, so any
+  gateway lists and decides them; the owner applies the decision written into the row.
 
 They live apart from :mod:`loopwright.sql.models` because they only exist where several gateways
 share PostgreSQL: the embedded SQLite database never gets them.
@@ -31,7 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
-__all__ = ["EVENTS", "LEASES", "METADATA", "RUNS", "STATUSES"]
+__all__ = ["APPROVALS", "EVENTS", "LEASES", "METADATA", "RUNS", "STATUSES"]
 
 METADATA = MetaData()
 STATUSES = ("queued", "running", "ok", "error")
@@ -98,4 +100,27 @@ LEASES = Table(
     Column("pid", Integer, nullable=False),
     Column("acquired_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("expires_at", DateTime(timezone=True), nullable=False),
+)
+
+APPROVALS = Table(
+    "scaleout_approvals",
+    METADATA,
+    Column("run_id", String(64), ForeignKey("scaleout_runs.run_id", ondelete="CASCADE"), nullable=False),
+    Column("approval_id", String(200), nullable=False),
+    Column("loop_run_id", String(64), nullable=False),
+    Column("session_id", String(128), nullable=False),
+    Column("agent", String(200), nullable=False),
+    Column("tool", String(200), nullable=False),
+    Column("request", JSONB, nullable=False),
+    Column("reason", Text, nullable=False, server_default=text("''")),
+    Column("requested_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=True),
+    Column("owner", String(200), nullable=False),
+    Column("decision", String(10), nullable=True),
+    Column("result", Text, nullable=True),
+    Column("note", Text, nullable=True),
+    Column("decided_at", DateTime(timezone=True), nullable=True),
+    PrimaryKeyConstraint("run_id", "approval_id"),
+    Index("ix_scaleout_approvals_id", "approval_id"),
+    Index("ix_scaleout_approvals_owner", "owner", postgresql_where=text("decision IS NOT NULL")),
 )

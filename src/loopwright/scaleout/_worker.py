@@ -9,6 +9,11 @@ run a loop run belongs to (the run's task inherits it; a sub-run a tool starts i
 renewal no longer returns was taken away (the sweeper judged this worker dead): it is cancelled here
 and nothing more is written for it. If renewals keep failing for ``lease`` seconds (the database is
 unreachable), every run here is cancelled: another gateway will have taken them over by then.
+
+**Approvals.** A call of a run here that waits for a decision is also a row of the shared
+approvals table (see :mod:`loopwright.scaleout._approvals`), opened before the run waits and closed
+once it has its decision. Decisions written there by any gateway are applied here (through
+``agent.resolve_approval``) when the control channel says so, and by polling while a call waits.
 """
 
 from __future__ import annotations
@@ -24,8 +29,10 @@ from typing import Any
 
 from loopwright.agent import Agent
 from loopwright.errors import LoopwrightError
+from loopwright.events import ApprovalRequested, ApprovalResolved
 from loopwright.gateway._bridge import error_of, translate
 from loopwright.report import RunReport
+from loopwright.scaleout._approvals import ApprovalTable, Decided
 from loopwright.scaleout._events import Event, EventLog
 from loopwright.scaleout._queue import Claimed, RunQueue
 
@@ -81,8 +88,10 @@ class Worker:
         concurrency: int,
         lease: float,
         poll: float,
+        approvals: ApprovalTable | None = None,
     ) -> None:
         self.queue = queue
+        self.approvals = approvals
         self.events = log_
         self.agents = dict(agents)
         self.owner = owner
@@ -94,12 +103,20 @@ class Worker:
         self._wake = asyncio.Event()
         self._claiming = True
         self.runs_done = 0
+        self._asking: set[tuple[str, str]] = set()
+        """(run id, approval id) of the calls of runs here with an open approval row."""
+        self._decisions = asyncio.Event()
 
     # --- wiring -----------------------------------------------------------------------------------
 
     def listen(self) -> list[Any]:
         """Subscribe to every agent's events; returns the unsubscribe functions."""
-        return [agent.on("*", self._on_event) for agent in self.agents.values()]
+        off = [agent.on("*", self._on_event) for agent in self.agents.values()]
+        if self.approvals is not None:
+            for agent in self.agents.values():
+                off.append(agent.on("approval_requested", self._on_approval_requested))
+                off.append(agent.on("approval_resolved", self._on_approval_resolved))
+        return off
 
     def wake(self, _payload: str = "") -> None:
         self._wake.set()
@@ -108,6 +125,8 @@ class Worker:
         verb, _, run_id = payload.partition(" ")
         if verb in ("stop", "interrupt"):
             self._stop(run_id, now=verb == "interrupt")
+        elif verb == "approval" and run_id == self.owner:  # a decision for a call waiting here
+            self._decisions.set()
 
     def _stop(self, run_id: str, *, now: bool = False) -> None:
         execution = self.running.get(run_id)
@@ -143,6 +162,63 @@ class Worker:
         found = translate(event)
         if found is not None and not execution.closed:
             execution.add(found[0], found[1])
+
+    # --- approvals -------------------------------------------------------------------------------
+
+    async def _on_approval_requested(self, event: Any) -> None:
+        """Open the call's shared row; awaited by the run before it waits, so the row comes first."""
+        execution = self._by_loop.get(event.run_id)
+        if self.approvals is None or execution is None or type(event) is not ApprovalRequested:
+            return  # not a claimed run's own call (a sub-run's calls stay on this gateway)
+        claimed = execution.claimed
+        await self.approvals.open(claimed.run_id, claimed.agent, self.owner, event.request)
+        self._asking.add((claimed.run_id, event.request.approval_id))
+
+    async def _on_approval_resolved(self, event: Any) -> None:
+        execution = self._by_loop.get(event.run_id)
+        if self.approvals is None or execution is None or type(event) is not ApprovalResolved:
+            return
+        key = (execution.claimed.run_id, event.call_id)
+        if key in self._asking:
+            self._asking.discard(key)
+            await self.approvals.close(*key)
+
+    async def approval_loop(self) -> None:
+        """Apply the decisions other gateways wrote for calls waiting here (see module docs)."""
+        assert self.approvals is not None
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.poll):
+                    await self._decisions.wait()
+            woken = self._decisions.is_set()
+            self._decisions.clear()
+            if not (woken or self._asking):
+                continue
+            try:
+                for decided in await self.approvals.decided(self.owner):
+                    await self.apply(decided)
+            except Exception as exc:
+                log.warning("applying approval decisions failed: %s", exc)
+
+    async def apply(self, decided: Decided) -> bool:
+        """Give ``decided`` to the run waiting for it here; a row nothing here waits for any more is
+        closed. True if a run got the decision."""
+        assert self.approvals is not None
+        execution = self.running.get(decided.run_id)
+        agent = self.agents.get(decided.agent)
+        applied = False
+        if execution is not None and agent is not None and execution.loop_run_id is not None:
+            waiting = agent.approvals.get(decided.approval_id)
+            if waiting is not None and waiting.run_id == execution.loop_run_id:
+                try:
+                    agent.resolve_approval(decided.approval_id, decided.decision)
+                    applied = True
+                except LoopwrightError as exc:  # decided here meanwhile (the timeout, an approver)
+                    log.info("approval %s: not applied: %s", decided.approval_id, exc)
+        if not applied:
+            self._asking.discard((decided.run_id, decided.approval_id))
+            await self.approvals.close(decided.run_id, decided.approval_id)
+        return applied
 
     # --- the claim loop ---------------------------------------------------------------------------
 
@@ -242,6 +318,9 @@ class Worker:
             self.running.pop(claimed.run_id, None)
             if execution.loop_run_id is not None:
                 self._by_loop.pop(execution.loop_run_id, None)
+            # A call still waiting (the run was cancelled) leaves its row: runs that no longer run
+            # here hide their rows from every gateway, and the run's row takes them with it.
+            self._asking = {key for key in self._asking if key[0] != claimed.run_id}
             self.runs_done += 1
             self._wake.set()
 
