@@ -200,12 +200,20 @@ async def _session(gw: Gateway, p: SessionParams) -> tuple[str, Any]:
 
 
 async def _sessions_get(gw: Gateway, p: GetParams) -> dict[str, Any]:
+    name, agent = gw.agent(p.agent)
+    if await agent.store.get(p.session_id) is None and gw.registry.busy(name, p.session_id):
+        # accepted here, not started yet (waiting for a slot): the session exists for its client
+        session = {"id": p.session_id, "agent": name, "running": True, "queued": True}
+        out: dict[str, Any] = {"session": session, "entries": [], "total": 0, "offset": p.offset}
+        out["nextOffset"] = None
+        if p.reports:
+            out["reports"] = []
+        return out
     name, info = await _session(gw, p)
-    agent = gw.agents[name]
     entries = await agent.transcript(p.session_id)
     page = [entry_to_dict(e) for e in entries[p.offset : p.offset + p.limit]]
     more = p.offset + p.limit < len(entries)
-    out: dict[str, Any] = {
+    out = {
         "session": {**info.to_dict(), "agent": name, "running": gw.registry.busy(name, p.session_id)},
         "entries": page,
         "total": len(entries),
