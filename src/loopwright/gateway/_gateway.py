@@ -36,6 +36,7 @@ from loopwright.sessions.base import new_session_id, validate_session_id
 from loopwright.sessions.queue import QueuedRequest
 
 if TYPE_CHECKING:
+    from loopwright.gateway._scaled import ScaledRuns
     from loopwright.platforms import PlatformService
     from loopwright.scaleout import ScaleOut
     from loopwright.sql import Database
@@ -95,11 +96,16 @@ class Gateway:
         self.database = database if database is not None else (scaleout.database if scaleout else None)
         """The SQL database (migrated) of chat-platform messages: users, budgets, conversations."""
         self._platforms: dict[str, PlatformService] = {}
-        self._scaled = None
+        self._scaled: ScaledRuns | None = None
         if scaleout is not None:
             from loopwright.gateway._scaled import ScaledRuns
 
             self._scaled = ScaledRuns(scaleout, self.registry, retry_after=cfg.busy_retry_after)
+
+    @property
+    def scaled(self) -> ScaledRuns | None:
+        """The scale-out side of this gateway (None when it runs alone)."""
+        return self._scaled
 
     def __repr__(self) -> str:
         return f"Gateway(agents={list(self.agents)!r}, host={self.config.host!r}, port={self.config.port})"

@@ -132,7 +132,7 @@ def _int(value: str | None, name: str) -> int:
     return number
 
 
-def open_subscription(
+async def open_subscription(
     gw: Gateway,
     *,
     run_id: str | None,
@@ -150,6 +150,9 @@ def open_subscription(
         message = "give runId or sessionId"
         raise ApiError(400, message, fields=[FieldError("runId", message)])
     name = gw.agent(agent)[0]
+    scaled = gw.scaled  # scale-out: the session's runs on every gateway
+    if scaled is not None:
+        return await scaled.subscribe_session(name, session_id, after, since_run)
     return gw.registry.subscribe_session(name, session_id, after=after, since_run=since_run)
 
 
@@ -172,7 +175,7 @@ async def sse_endpoint(request: Request) -> Response:
                 since_run = last_run
         if run_id is not None:
             await gw.known(run_id)  # scale-out: a run of another gateway is mirrored here
-        sub = open_subscription(
+        sub = await open_subscription(
             gw,
             run_id=run_id,
             session_id=session_id,

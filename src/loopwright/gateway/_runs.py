@@ -10,9 +10,10 @@ is forgotten.
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -73,9 +74,13 @@ class RunRecord:
 
 
 class Subscription:
-    """A client's view of one run or one session: events arrive in ``queue``; ``None`` ends it."""
+    """A client's view of one run or one session: events arrive in ``queue``; ``None`` ends it.
 
-    __slots__ = ("_registry", "closed_reason", "queue", "run_id", "session")
+    A session subscription remembers the last ``seq`` it delivered of each run and drops anything
+    at or below it: with scale-out, a run of another gateway can be adopted (and its mirror start
+    replaying from ``seq`` 1) after a resuming client said how far it had read."""
+
+    __slots__ = ("_delivered", "_registry", "closed_reason", "queue", "run_id", "session")
 
     def __init__(self, registry: RunRegistry, *, run_id: str | None, session: tuple[str, str] | None):
         self._registry = registry
@@ -83,14 +88,31 @@ class Subscription:
         self.session = session
         self.queue: asyncio.Queue[Event | None] = asyncio.Queue()
         self.closed_reason: str | None = None
+        self._delivered: dict[str, int] = {}
 
     def push(self, event: Event) -> None:
         if self.closed_reason is not None:
+            return
+        if not self._fresh(event):
             return
         if self.queue.qsize() >= self._registry.max_backlog:
             self.close("too slow: the backlog is full; resume from the last seq you saw")
             return
         self.queue.put_nowait(event)
+
+    def backlog(self, event: Event) -> None:
+        """An event the subscription starts with (no backlog limit: it is already in memory)."""
+        if self._fresh(event):
+            self.queue.put_nowait(event)
+
+    def _fresh(self, event: Event) -> bool:
+        if self.session is None:
+            return True
+        run_id, seq = event["runId"], event["seq"]
+        if seq <= self._delivered.get(run_id, 0):
+            return False
+        self._delivered[run_id] = seq
+        return True
 
     def close(self, reason: str = "closed") -> None:
         if self.closed_reason is None:
@@ -281,12 +303,21 @@ class RunRegistry:
         return sub
 
     def subscribe_session(
-        self, agent: str, session_id: str, after: dict[str, int] | None = None, since_run: str | None = None
+        self,
+        agent: str,
+        session_id: str,
+        after: dict[str, int] | None = None,
+        since_run: str | None = None,
+        skip: Iterable[str] = (),
     ) -> Subscription:
         """Events of every run of a session: runs in ``after`` from their next seq, runs accepted
-        after ``since_run`` and runs still going in full; then live events until unsubscribed."""
+        after ``since_run`` and runs still going in full; then live events until unsubscribed.
+        Runs in ``skip`` are never delivered (scale-out: runs that had ended elsewhere)."""
         sub = Subscription(self, run_id=None, session=(agent, session_id))
         after = after or {}
+        sub._delivered.update(after)
+        for run_id in skip:
+            sub._delivered[run_id] = sys.maxsize
         runs = self.session_runs(agent, session_id)
         later = False
         for record in runs:
@@ -300,7 +331,7 @@ class RunRegistry:
                 later = True
             if start >= 0:
                 for event in record.events[start:]:
-                    sub.queue.put_nowait(event)
+                    sub.backlog(event)
         self._session_subs.setdefault((agent, session_id), set()).add(sub)
         return sub
 
@@ -322,6 +353,10 @@ class RunRegistry:
         for subs in (*self._run_subs.values(), *self._session_subs.values()):
             for sub in tuple(subs):
                 sub.close(reason)
+
+    def watched(self, agent: str, session_id: str) -> bool:
+        """Someone here is subscribed to the session."""
+        return bool(self._session_subs.get((agent, session_id)))
 
     def subscribers(self) -> int:
         return sum(len(s) for s in self._run_subs.values()) + sum(len(s) for s in self._session_subs.values())

@@ -97,7 +97,7 @@ class _Connection:
         run_id = _opt_str(p, "runId")
         if run_id is not None:
             await self.gw.known(run_id)  # scale-out: a run of another gateway is mirrored here
-        sub = open_subscription(
+        sub = await open_subscription(
             self.gw,
             run_id=run_id,
             session_id=_opt_str(p, "sessionId"),
