@@ -19,6 +19,7 @@ from loopwright.approvals import (
     ApprovalRequest,
     Approver,
     call_digest,
+    pick,
 )
 from loopwright.caller import Caller
 from loopwright.config import LoopConfig, QueueMode
@@ -160,12 +161,18 @@ class Agent:
         ]
         """Toolsets (MCP servers…) whose tools are listed at the first run."""
         self._toolsets_ready = not self.toolsets
+        self._toolsets_lock = asyncio.Lock()
         plain: list[Any] = [t for t in given if t not in self.toolsets]
         self.tools = self._collect_tools(plain, definition)
         if isinstance(permissions, PermissionPolicy):
             self.policy = permissions
         else:
-            self.policy = PermissionPolicy.merged(definition.permissions if definition else None, permissions)
+            try:
+                self.policy = PermissionPolicy.merged(
+                    definition.permissions if definition else None, permissions
+                )
+            except ValueError as exc:
+                raise ConfigError(f"invalid permissions: {exc}") from None
         """The permission policy: AGENT.md's ``permissions:`` with ``Agent(permissions=...)`` on top."""
         self.settings = settings or ModelSettings(
             parallel_tool_calls=self.config.parallel_tool_calls if self.tools else None
@@ -352,6 +359,7 @@ class Agent:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            run.finished.set()
             self._active.pop(run.run_id, None)
 
     def run_sync(self, message: str, **kwargs: Any) -> RunReport:
@@ -548,66 +556,79 @@ class Agent:
     def pending_approvals(self, session_id: str | None = None) -> list[ApprovalRequest]:
         """Tool calls waiting for a decision: in runs of this process, and in restored checkpoints."""
         found = self.approvals.pending(session_id)
-        seen = {r.call_id for r in found}
-        for call_id, snapshot in self._restored.items():
+        seen = {r.approval_id for r in found}
+        for approval_id, snapshot in self._restored.items():
             request = ApprovalRequest.from_dict(snapshot["request"])
-            if call_id not in seen and (session_id is None or request.session_id == session_id):
+            if approval_id not in seen and (session_id is None or request.session_id == session_id):
                 found.append(request)
         return found
 
     def resolve_approval(
-        self, call_id: str, decision: ApprovalDecision | str | Mapping[str, Any], *, result: str | None = None
+        self,
+        approval_id: str,
+        decision: ApprovalDecision | str | Mapping[str, Any],
+        *,
+        result: str | None = None,
     ) -> ApprovalRequest:
-        """Decide a call a run of this process waits for; the run continues at once. Raises
-        :class:`~loopwright.errors.NotFoundError` if no run waits for ``call_id``."""
-        verdict = ApprovalDecision.of(decision)
-        if result is not None:
-            verdict = ApprovalDecision(verdict.decision, result, verdict.note)
-        restored = self._restored.get(call_id)
-        if restored is not None and self.approvals.get(call_id) is None:
+        """Decide a waiting call (named by its approval id, or by its call id when only one run waits on
+        it); the run continues at once. Raises :class:`~loopwright.errors.NotFoundError` if nothing waits
+        for it."""
+        verdict = _verdict(decision, result)
+        restored = self._restored_id(approval_id)
+        if restored is not None and self.approvals.get(approval_id) is None:
             # waiting in a checkpoint (the process that ran it died): continue it in the background
             if self._worker is None:
                 raise ConfigError(
                     "this call waits in a restored checkpoint: use `await agent.resume_with_approval(...)`, "
                     "or `async with agent:` to let resolve_approval() resume it in the background"
                 )
-            request = ApprovalRequest.from_dict(restored["request"])
-            self._worker.create_task(self._resume_quietly(call_id, verdict))
+            request = ApprovalRequest.from_dict(self._restored[restored]["request"])
+            self._worker.create_task(self._resume_quietly(restored, verdict))
             return request
-        return self.approvals.resolve(call_id, verdict)
+        return self.approvals.resolve(approval_id, verdict)
 
-    async def _resume_quietly(self, call_id: str, verdict: ApprovalDecision) -> None:
+    async def _resume_quietly(self, approval_id: str, verdict: ApprovalDecision) -> None:
         try:
-            await self.resume_with_approval(call_id, verdict)
-        except LoopwrightError as exc:
-            log.error("resuming the run waiting for call %s failed: %s", call_id, exc)
+            await self.resume_with_approval(approval_id, verdict)
+        except Exception as exc:  # never into the worker: it would cancel every queued run
+            log.error("resuming the run waiting for %s failed: %s", approval_id, exc)
 
     async def resume_with_approval(
-        self, call_id: str, decision: ApprovalDecision | str | Mapping[str, Any], *, result: str | None = None
+        self,
+        approval_id: str,
+        decision: ApprovalDecision | str | Mapping[str, Any],
+        *,
+        result: str | None = None,
     ) -> RunReport:
-        """Decide ``call_id`` and return the report of the run that waited for it: a run of this process,
-        or one restored from a checkpoint (:meth:`restore`), which continues from that call without
-        running earlier calls again."""
-        verdict = ApprovalDecision.of(decision)
-        if result is not None:
-            verdict = ApprovalDecision(verdict.decision, result, verdict.note)
-        waiting = self.approvals.get(call_id)
+        """Decide a waiting call (approval id, or call id) and return the report of the run that waited
+        for it: a run of this process, or one restored from a checkpoint (:meth:`restore`), which
+        continues from that call without running earlier calls again."""
+        verdict = _verdict(decision, result)
+        waiting = self.approvals.get(approval_id)
         if waiting is not None:
             run = self._active.get(waiting.run_id)
-            self.approvals.resolve(call_id, verdict)
+            self.approvals.resolve(waiting.approval_id, verdict)
             if run is None:
                 raise NotFoundError("run", waiting.run_id)
             await run.finished.wait()
             return run.report
-        snapshot = self._restored.get(call_id)
-        if snapshot is None:
-            raise NotFoundError("pending approval", call_id)
+        restored = self._restored_id(approval_id)
+        if restored is None:
+            raise NotFoundError("pending approval", approval_id)
+        # taken out before anything awaits: a second decision for it finds nothing to resume
+        snapshot = self._restored.pop(restored)
         request = ApprovalRequest.from_dict(snapshot["request"])
-        await self._check_binding(request, str(snapshot.get("callDigest") or ""))
+        try:
+            await self._check_binding(request, str(snapshot.get("callDigest") or ""))
+        except LoopwrightError:
+            self._restored[restored] = snapshot
+            raise
+        for other, data in list(self._restored.items()):  # the run's other waiting calls ask again
+            if data["request"].get("runId") == request.run_id:
+                del self._restored[other]
         by = "resume"
         if _expired(request.expires_at):
             verdict, by = ApprovalDecision("deny", note="the approval expired before a decision"), "timeout"
-        del self._restored[call_id]
         if not self._toolsets_ready:
             await self._list_toolsets()
         caller = snapshot.get("caller")
@@ -622,10 +643,13 @@ class Agent:
                 run_id=request.run_id,
                 step=int(snapshot["step"]),
                 report=snapshot["report"],
-                decisions={call_id: (verdict, by, request.digest)},
+                decisions={request.call_id: (verdict, by, request.digest)},
             ),
         )
         return await self._drive(run)
+
+    def _restored_id(self, key: str) -> str | None:
+        return pick(self._restored, key, lambda snapshot: snapshot["request"]["callId"])
 
     def dump(self) -> dict[str, Any]:
         """A JSON-ready snapshot of every run waiting for an approval (``Agent.restore`` takes it)."""
@@ -657,16 +681,17 @@ class Agent:
             if not info.awaiting_approval:
                 continue  # no run of it was waiting when it was last saved
             entries = (await self.store.load(info.id)).entries
-            answered = {e.tool_call_id for e in entries if type(e) is ToolResultMessage}
+            # call ids repeat across runs with some models: a call is its (run, call id)
+            answered = {(e.run_id, e.tool_call_id) for e in entries if type(e) is ToolResultMessage}
             resolved = {
-                str(e.data.get("callId"))
+                (e.run_id, str(e.data.get("callId")))
                 for e in entries
                 if type(e) is TranscriptRecord and e.type == "approval" and e.data.get("state") == "resolved"
             }
             for e in entries:
                 if type(e) is TranscriptRecord and e.type == "approval" and e.data.get("state") == "pending":
-                    call_id = e.data["request"]["callId"]
-                    if call_id not in answered and call_id not in resolved:
+                    key = (e.run_id, e.data["request"]["callId"])
+                    if key not in answered and key not in resolved:
                         runs.append({k: v for k, v in e.data.items() if k != "state"})
         return {"version": 1, "agent": self.name, "tools": sorted(self.tools), "runs": runs}
 
@@ -680,13 +705,20 @@ class Agent:
         for warning in self.restore_warnings:
             log.warning("restore: %s", warning)
         for run in snapshot["runs"]:
-            self._restored[run["request"]["callId"]] = dict(run)
+            try:
+                request = ApprovalRequest.from_dict(run["request"])
+                int(run["step"]), run["message"], run["report"]
+            except (KeyError, TypeError, ValueError) as exc:
+                raise InputError(f"a run in the checkpoint snapshot is incomplete: {exc!r}") from None
+            self._restored[request.approval_id] = dict(run)
 
     async def _check_binding(self, request: ApprovalRequest, digest: str) -> None:
         """The decision is for the call that was shown: same tool, same arguments, still unanswered."""
         entries = (await self.store.load(request.session_id)).entries
         call = None
         for e in entries:
+            if e.run_id != request.run_id:
+                continue  # call ids repeat across runs with some models
             if type(e) is AssistantMessage:
                 call = next((c for c in e.tool_calls if c.id == request.call_id), call)
             elif type(e) is ToolResultMessage and e.tool_call_id == request.call_id:
@@ -780,7 +812,13 @@ class Agent:
         object.__setattr__(self._setup, "decisions", decisions)
 
     async def _list_toolsets(self) -> None:
-        """List the toolsets' tools (starting MCP servers); a toolset that fails is logged and skipped."""
+        """List the toolsets' tools (starting MCP servers) once, even when runs start together; a
+        toolset that fails is logged and skipped."""
+        async with self._toolsets_lock:
+            if not self._toolsets_ready:
+                await self._list_toolsets_now()
+
+    async def _list_toolsets_now(self) -> None:
         found: dict[str, Tool] = {}
         for toolset in self.toolsets:
             try:
@@ -792,8 +830,6 @@ class Agent:
                 if t.name in self.tools or t.name in found:
                     raise ConfigError(f"two tools are named {t.name!r}; tool names must be unique")
                 found[t.name] = t
-        if self._toolsets_ready:
-            return  # another run listed them meanwhile
         self.tools = {**self.tools, **found}
         tool_defs = tuple(t.definition() for t in self.tools.values())
         from loopwright.context.prompt import tools_layer
@@ -863,10 +899,15 @@ UNTRUSTED_NOTE = (
 )
 
 
+def _verdict(decision: ApprovalDecision | str | Mapping[str, Any], result: str | None) -> ApprovalDecision:
+    verdict = ApprovalDecision.of(decision)
+    return verdict if result is None else ApprovalDecision(verdict.decision, result, verdict.note)
+
+
 def _expired(expires_at: str) -> bool:
     try:
         return datetime.fromisoformat(expires_at) < datetime.now(UTC)
-    except ValueError:
+    except (ValueError, TypeError):  # unreadable, or without a time zone: not treated as expired
         return False
 
 

@@ -29,11 +29,31 @@ __all__ = [
     "ApprovalMismatchError",
     "ApprovalRequest",
     "Approver",
+    "approval_id_for",
     "call_digest",
 ]
 
 DecisionKind = Literal["approve", "deny", "skip"]
 _KINDS: tuple[DecisionKind, ...] = ("approve", "deny", "skip")
+
+
+def approval_id_for(run_id: str, call_id: str) -> str:
+    """An approval's id: the call's id within its run (call ids alone repeat across runs with some
+    models and servers)."""
+    return f"{run_id}:{call_id}"
+
+
+def pick(items: Mapping[str, Any], key: str, call_id_of: Callable[[Any], str]) -> str | None:
+    """The approval id ``key`` names: an approval id, or a call id that only one approval has.
+    Raises :class:`~loopwright.errors.InputError` when a call id is ambiguous."""
+    if key in items:
+        return key
+    matches = [approval_id for approval_id, item in items.items() if call_id_of(item) == key]
+    if len(matches) > 1:
+        raise InputError(
+            f"several runs wait for a call {key!r}; name it by its approval id: {sorted(matches)}"
+        )
+    return matches[0] if matches else None
 
 
 def call_digest(tool: str, arguments: str) -> str:
@@ -102,6 +122,10 @@ class ApprovalDecision:
     def __post_init__(self) -> None:
         if self.decision not in _KINDS:
             raise InputError(f"unknown approval decision {self.decision!r}; use approve, deny or skip")
+        for name in ("result", "note"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise InputError(f"an approval decision's {name} must be text, not {type(value).__name__}")
 
     @classmethod
     def of(cls, value: ApprovalDecision | str | Mapping[str, Any]) -> ApprovalDecision:
@@ -146,24 +170,26 @@ class ApprovalBoard:
         self, request: ApprovalRequest, snapshot: dict[str, Any]
     ) -> asyncio.Future[tuple[ApprovalDecision, str]]:
         future: asyncio.Future[tuple[ApprovalDecision, str]] = asyncio.get_running_loop().create_future()
-        self._waiting[request.call_id] = _Waiting(request, snapshot, future)
+        self._waiting[request.approval_id] = _Waiting(request, snapshot, future)
         return future
 
     def snapshots(self) -> list[dict[str, Any]]:
         """The run snapshots of every waiting call (what :meth:`Agent.dump` writes)."""
         return [w.snapshot for w in self._waiting.values() if not w.future.done()]
 
-    def close(self, call_id: str) -> None:
-        self._waiting.pop(call_id, None)
+    def close(self, approval_id: str) -> None:
+        self._waiting.pop(approval_id, None)
 
-    def get(self, call_id: str) -> ApprovalRequest | None:
-        waiting = self._waiting.get(call_id)
-        return None if waiting is None else waiting.request
+    def get(self, key: str) -> ApprovalRequest | None:
+        """The waiting request named by its approval id, or by a call id only one run waits on."""
+        found = pick(self._waiting, key, lambda w: w.request.call_id)
+        return None if found is None else self._waiting[found].request
 
-    def resolve(self, call_id: str, decision: ApprovalDecision, *, by: str = "api") -> ApprovalRequest:
-        waiting = self._waiting.get(call_id)
+    def resolve(self, key: str, decision: ApprovalDecision, *, by: str = "api") -> ApprovalRequest:
+        found = pick(self._waiting, key, lambda w: w.request.call_id)
+        waiting = None if found is None else self._waiting[found]
         if waiting is None or waiting.future.done():
-            raise NotFoundError("pending approval", call_id)
+            raise NotFoundError("pending approval", key)
         waiting.future.set_result((decision, by))
         return waiting.request
 

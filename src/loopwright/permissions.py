@@ -53,7 +53,8 @@ class PermissionPolicy:
 
     @classmethod
     def merged(cls, *layers: Mapping[str, Any] | None, default: str | None = None) -> PermissionPolicy:
-        """One policy from several rule maps, later ones winning key by key (``"*"`` sets a default)."""
+        """One policy from several rule maps, later ones winning key by key. The key ``default`` sets
+        the policy default; ``"*"`` is a glob rule, which outranks groups and tools' own defaults."""
         rules: dict[str, str] = {}
         for layer in layers:
             rules.update(layer or {})

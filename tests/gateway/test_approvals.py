@@ -24,7 +24,8 @@ async def test_a_pending_call_is_listed_and_approved(client: httpx.AsyncClient) 
     assert approval["runId"] == accepted["runId"]
     assert approval["sessionId"] == "mail"
     assert approval["agent"] == "careful"
-    assert approval["approvalId"] == event["data"]["callId"]
+    assert approval["callId"] == event["data"]["callId"]
+    assert approval["approvalId"].endswith(":" + approval["callId"])  # unique across runs
     assert (await rpc(client, "approvals.list", agent="careful", sessionId="other"))["approvals"] == []
     resolved = await rpc(client, "approvals.resolve", approvalId=approval["approvalId"], decision="approve")
     assert resolved["decision"] == "approve"

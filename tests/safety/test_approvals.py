@@ -22,7 +22,7 @@ from loopwright import (
 )
 from loopwright.messages import ToolCall, ToolResultMessage
 from loopwright.sessions._codec import TranscriptRecord
-from loopwright.testing import ScriptedModel
+from loopwright.testing import FunctionModel, ScriptedModel
 from tests.helpers import assert_paired, record_events
 
 SENT: list[str] = []
@@ -243,7 +243,55 @@ async def test_a_restarted_agent_lists_waiting_calls_and_resolving_one_resumes_i
     assert SENT == ["ann@example.com"]
     reports = await agent.reports("s")
     assert reports[-1].final_text == "sent after the restart"
+    with pytest.raises(InputError, match="incomplete"):
+        Agent.restore({"version": 1, "runs": [{"request": {"callId": "zz"}}]})
+
+
+async def test_resolving_a_restored_call_without_a_worker_says_how(tmp_path: Path) -> None:
+    snapshot = await _die_while_pending(
+        Agent(_script(), tools=[lookup, send_email], workspace=tmp_path), tmp_path
+    )
+    restored = Agent.restore(snapshot, tools=[lookup, send_email], workspace=tmp_path)
     with pytest.raises(ConfigError, match="resume_with_approval"):
-        other = Agent(tools=[lookup, send_email], workspace=tmp_path)
-        other._adopt({"version": 1, "tools": [], "runs": [{"request": {"callId": "zz"}}]})
-        other.resolve_approval("zz", "approve")
+        restored.resolve_approval("c2", "approve")
+
+
+async def test_two_runs_waiting_on_the_same_call_id_are_told_apart() -> None:
+    agent = Agent(FunctionModel(lambda messages, info: _same_call(messages)), tools=[send_email])
+    first = asyncio.create_task(agent.run("one", session_id="s1"))
+    second = asyncio.create_task(agent.run("two", session_id="s2"))
+    for _ in range(500):
+        if len(agent.pending_approvals()) == 2:
+            break
+        await asyncio.sleep(0.01)
+    pending = agent.pending_approvals()
+    assert [p.call_id for p in pending] == ["c1", "c1"] and len({p.approval_id for p in pending}) == 2
+    with pytest.raises(InputError, match="several runs wait"):
+        agent.resolve_approval("c1", "approve")
+    by_session = {p.session_id: p.approval_id for p in pending}
+    agent.resolve_approval(by_session["s1"], "approve")
+    agent.resolve_approval(by_session["s2"], "deny")
+    assert (await first).reason == (await second).reason == "done"
+    assert SENT == ["a@b.c"]  # approved once, denied once
+
+
+def _same_call(messages: list[object]) -> str | list[ToolCall]:
+    if isinstance(messages[-1], ToolResultMessage):
+        return "done"
+    return [ToolCall(id="c1", name="send_email", arguments='{"to": "a@b.c", "body": "x"}')]
+
+
+async def test_an_approver_that_fails_denies_the_call_and_the_run_goes_on() -> None:
+    def broken(request: ApprovalRequest) -> str:
+        raise RuntimeError("approval service down")
+
+    model = _script()
+    agent = Agent(model, tools=[lookup, send_email], approver=broken)
+    report = await agent.run("mail ann")
+    result = model.requests[2].messages[-1]
+    assert result.content == (
+        "not executed: denied by the approver (the approver failed: RuntimeError: approval service down)"
+    )
+    assert report.reason == "done" and SENT == ["lookup:ann"]
+    with pytest.raises(InputError, match="result must be text"):
+        ApprovalDecision("skip", result=5)  # type: ignore[arg-type]

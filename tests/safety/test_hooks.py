@@ -180,3 +180,26 @@ async def test_message_sending_can_change_the_reply() -> None:
     agent.hooks.on("message_sending", lambda e: setattr(e, "text", e.text.replace("42", "[redacted]")))
     report = await agent.run("hi")
     assert report.final_text == "secret: [redacted]"
+
+
+async def test_stop_run_after_a_tool_ran_cannot_lose_its_result(caplog: pytest.LogCaptureFixture) -> None:
+    ran: list[str] = []
+
+    @tool
+    def note(text: str) -> str:
+        """Write a note."""
+        ran.append(text)
+        return "noted"
+
+    model = ScriptedModel([[ToolCall(id="c1", name="note", arguments='{"text": "x"}')], "ok"])
+    agent = Agent(model, tools=[note])
+
+    def late(event: object) -> None:
+        raise StopRun("too late")
+
+    agent.hooks.on("after_tool_call", late)
+    with caplog.at_level(logging.ERROR, logger="loopwright.hooks"):
+        report = await agent.run("go")
+    assert ran == ["x"] and report.reason == "done"
+    assert model.requests[1].messages[-1].content == "noted"  # the result that ran is kept
+    assert "cannot stop a run" in caplog.text

@@ -32,14 +32,14 @@ def repair_pairing(
     messages: list[Message],
     *,
     why: str = "run interrupted",
-    started: frozenset[str] | set[str] = frozenset(),
+    started: frozenset[tuple[str | None, str]] | set[tuple[str | None, str]] = frozenset(),
     leave_open: frozenset[str] | set[str] = frozenset(),
 ) -> tuple[list[Message], list[ToolResultMessage], int]:
     """Return ``(repaired, synthetic, dropped)``: the repaired message list, the synthetic results
     it had to invent (to be appended to the transcript) and how many orphan results were dropped.
 
-    ``started`` names calls the journal saw start: their synthetic result says the call is in doubt
-    rather than not executed. ``leave_open`` names calls a resumed run is about to answer itself."""
+    ``started`` names calls the journal saw start, as ``(run id, call id)`` (call ids repeat across
+    runs with some models): their synthetic result says the call is in doubt rather than not executed. ``leave_open`` names calls a resumed run is about to answer itself."""
     out: list[Message | _Block] = []
     open_blocks: dict[str, _Block] = {}  # call id -> latest block that has this call unanswered
     dropped = 0
@@ -78,7 +78,7 @@ def repair_pairing(
             if result is None and c.id in leave_open:
                 continue
             if result is None:
-                text = IN_DOUBT_RESULT if c.id in started else NOT_EXECUTED
+                text = IN_DOUBT_RESULT if (item.call.run_id, c.id) in started else NOT_EXECUTED
                 result = ToolResultMessage(
                     tool_call_id=c.id,
                     name=c.name,

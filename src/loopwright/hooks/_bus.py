@@ -93,7 +93,11 @@ class HookBus:
                 if inspect.isawaitable(result):
                     await result
             except StopRun:
-                raise
+                if name.startswith("before_"):
+                    raise
+                log.error(
+                    "hook handler %r raised StopRun in %s, which cannot stop a run; ignored", handler, name
+                )
             except Exception:
                 log.exception("hook handler %r for %s failed; continuing", handler, name)
         return event
@@ -109,7 +113,9 @@ class HookBus:
                         close()
                     log.error("hook handler %r for %s must be synchronous; ignored", handler, name)
             except StopRun:
-                raise
+                log.error(
+                    "hook handler %r raised StopRun in %s, which cannot stop a run; ignored", handler, name
+                )
             except Exception:
                 log.exception("hook handler %r for %s failed; continuing", handler, name)
         return event

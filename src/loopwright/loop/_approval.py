@@ -13,7 +13,7 @@ import inspect
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from loopwright.approvals import ApprovalDecision, ApprovalRequest, call_digest
+from loopwright.approvals import ApprovalDecision, ApprovalRequest, approval_id_for, call_digest
 from loopwright.events import ApprovalRequested, ApprovalResolved
 from loopwright.loop._state import RunState
 from loopwright.messages import ToolCall, now_iso
@@ -54,7 +54,7 @@ async def ask(
     timeout = setup.config.approval_timeout
     now = datetime.now(UTC)
     request = ApprovalRequest(
-        approval_id=call.id,
+        approval_id=approval_id_for(run.run_id, call.id),
         run_id=run.run_id,
         session_id=run.session_id,
         call_id=call.id,
@@ -75,26 +75,35 @@ async def ask(
         run.session.awaiting_approval = True  # where Agent.checkpoints() looks after a crash
         await setup.store.save_info(run.session)
     await setup.store.sync(run.session_id)  # a crash from here on can be resumed
-    future = setup.approvals.open(request, snapshot)
+    approver = run.request.approver or setup.approver
+    # with an approver, it alone decides: the call is not offered to resolve_approval()
+    future = setup.approvals.open(request, snapshot) if approver is None else None
     try:
         if run.sink.active:
             await run.sink.emit(ApprovalRequested(run_id=run.run_id, request=request))
-        approver = run.request.approver or setup.approver
         try:
             async with asyncio.timeout(timeout):
-                if approver is None:
+                if future is not None:
                     outcome = await future
                 else:
-                    answer = approver(request)
-                    if inspect.isawaitable(answer):
-                        answer = await answer
-                    outcome = (ApprovalDecision.of(answer), "approver")
+                    outcome = (await _ask_approver(approver, request), "approver")
         except TimeoutError:
             outcome = (ApprovalDecision("deny", note=f"no decision within {timeout:g} s"), "timeout")
     finally:
-        setup.approvals.close(call.id)
+        setup.approvals.close(request.approval_id)
     await _record_resolution(run, call, outcome)
     return outcome
+
+
+async def _ask_approver(approver: Any, request: ApprovalRequest) -> ApprovalDecision:
+    """The approver's decision; an approver that fails or answers nonsense denies the call."""
+    try:
+        answer = approver(request)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        return ApprovalDecision.of(answer)
+    except Exception as exc:
+        return ApprovalDecision("deny", note=f"the approver failed: {type(exc).__name__}: {exc}")
 
 
 def run_snapshot(run: RunState, step: int, call: ToolCall, request: ApprovalRequest) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import logging
 
 from loopwright.context.compaction import active_compaction, context_after
 from loopwright.context.pairing import repair_pairing
+from loopwright.errors import InputError
 from loopwright.loop._compact import compact, compose_system, flush_memory
 from loopwright.loop._state import RunState
 from loopwright.messages import AssistantMessage, Message, ToolResultMessage, UserMessage, now_iso
@@ -54,7 +55,10 @@ async def load_context(run: RunState) -> None:
     leave_open: set[str] = set()
     if run.request.resume is not None:
         leave_open = _open_calls_of(transcript.messages, run.run_id)
-        run.in_doubt = _started_calls(transcript.entries) & leave_open
+        decided = set(run.request.resume.decisions) - leave_open
+        if decided:  # answered meanwhile (another resume, a new message): nothing to continue
+            raise InputError(f"tool call {sorted(decided)[0]!r} already has a result; nothing to resume")
+        run.in_doubt = {c for r, c in _started_calls(transcript.entries) if r == run.run_id} & leave_open
     messages, synthetic, dropped = repair_pairing(transcript.messages, why=why, leave_open=leave_open)
     if synthetic:  # rare: say which of them had started (the journal), then write them
         started = _started_calls(transcript.entries)
@@ -77,16 +81,18 @@ async def load_context(run: RunState) -> None:
     compose_system(run, _read_memory(run))
 
 
-def _started_calls(entries: list[Entry]) -> set[str]:
-    """Calls the journal saw start."""
+def _started_calls(entries: list[Entry]) -> set[tuple[str | None, str]]:
+    """Calls the journal saw start, as (run id, call id): call ids repeat across runs with some models."""
     return {
-        str(e.data.get("call_id")) for e in entries if type(e) is TranscriptRecord and e.type == "tool_start"
+        (e.run_id, str(e.data.get("call_id")))
+        for e in entries
+        if type(e) is TranscriptRecord and e.type == "tool_start"
     }
 
 
 def _open_calls_of(messages: list[Message], run_id: str) -> set[str]:
     """The unanswered calls of the run's last assistant message (where its checkpoint stopped)."""
-    answered = {m.tool_call_id for m in messages if type(m) is ToolResultMessage}
+    answered = {m.tool_call_id for m in messages if type(m) is ToolResultMessage and m.run_id == run_id}
     for m in reversed(messages):
         if type(m) is AssistantMessage and m.tool_calls and m.run_id == run_id:
             return {c.id for c in m.tool_calls if c.id not in answered}

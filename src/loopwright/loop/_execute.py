@@ -107,8 +107,11 @@ async def _step(
     if setup.guardrails:
         await _guard(run, step, "input", None)
     hooks = setup.hooks
+    estimated = -1  # the context's tokens before the call, counted only for a hook that reads them
+    if hooks.has("before_model_call") or hooks.has("after_model_call"):
+        estimated = context_tokens(run)
     if hooks.has("before_model_call"):
-        await hooks.fire("before_model_call", _model_hook(run, step, setup.model.name))
+        await hooks.fire("before_model_call", _model_hook(run, step, setup.model.name, estimated))
     try:
         acc, latency_ms, model = await call_model(run, step, tools=tools, note=note)
     except ContextLengthExceededError:
@@ -121,7 +124,7 @@ async def _step(
     run.messages.append(assistant)
     price = setup.price_for(model.name)
     if hooks.has("after_model_call"):
-        done = _model_hook(run, step, model.name)
+        done = _model_hook(run, step, model.name, estimated)
         done.usage = acc.usage
         done.cost_usd = None if price is None else price.cost(acc.usage)
         await hooks.fire("after_model_call", done)
@@ -160,13 +163,13 @@ async def _step(
     return assistant
 
 
-def _model_hook(run: RunState, step: int, model: str) -> ModelCallHook:
+def _model_hook(run: RunState, step: int, model: str, estimated: int) -> ModelCallHook:
     return ModelCallHook(
         run_id=run.run_id,
         session_id=run.session_id,
         step=step,
         model=model,
-        estimated_input_tokens=context_tokens(run),
+        estimated_input_tokens=estimated,
         max_output_tokens=run.setup.settings.max_tokens,
         caller=run.request.caller,
     )
@@ -220,7 +223,9 @@ async def _finish_checkpointed_step(run: RunState, step: int) -> int:
         (m for m in reversed(run.messages) if type(m) is AssistantMessage and m.tool_calls), None
     )
     if assistant is not None and assistant.run_id == run.run_id:
-        answered = {m.tool_call_id for m in run.messages if type(m) is ToolResultMessage}
+        answered = {
+            m.tool_call_id for m in run.messages if type(m) is ToolResultMessage and m.run_id == run.run_id
+        }
         calls = [c for c in assistant.tool_calls if c.id not in answered]
         if calls:
             if not run.report.steps:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopwright.agent import Agent
+from loopwright.approvals import approval_id_for
 from loopwright.errors import LoopwrightError
 from loopwright.events import ApprovalRequested, ApprovalResolved
 from loopwright.gateway._bridge import error_of, translate
@@ -178,7 +179,7 @@ class Worker:
         execution = self._by_loop.get(event.run_id)
         if self.approvals is None or execution is None or type(event) is not ApprovalResolved:
             return
-        key = (execution.claimed.run_id, event.call_id)
+        key = (execution.claimed.run_id, approval_id_for(event.run_id, event.call_id))
         if key in self._asking:
             self._asking.discard(key)
             await self.approvals.close(*key)
