@@ -13,8 +13,8 @@ A run's events come in this order::
         TextChunk / ThinkingChunk* (stream:delta for text)
         ModelRetry, StepDiscarded, ModelFallback   when a model call fails and is retried
         LimitReached                               before the last, tool-less call of a run
-        ApprovalRequested … ApprovalResolved       around a tool call the policy marks "ask"
         ToolCallStarted (tool:start) … ToolCallEnded (tool:end)
+          ApprovalRequested … ApprovalResolved     inside a call the policy marks "ask"
       StepEnded                          ─┘
     RunFailed (loop:error)                 only when the run ended in an error
     PersistStarted (loop:persist)          absent when INTAKE fails before the session was locked
