@@ -115,7 +115,7 @@ def test_cancelling_a_run_mid_tool_leaves_a_stopped_report_and_paired_transcript
     assert lines[2]["synthetic"] is True and lines[2]["is_error"] is True
 
     shown = invoke(["sessions", "show", "napping", "-w", str(ws), "--runs"])
-    assert "tool nap · call_0 ✗ error (synthetic: the call never ran)" in shown.stdout
+    assert "tool nap · call_0 ✗ error (synthetic: cut off while running, its effect unknown)" in shown.stdout
     assert " · stopped · " in shown.stdout
 
 

@@ -15,6 +15,7 @@ import pytest
 from tests.helpers import assert_paired, read_jsonl, record_events
 
 from loopwright import Agent, ModelError, SessionBusyError, ToolCall, tool
+from loopwright.context.pairing import IN_DOUBT_RESULT
 from loopwright.lanes import LocalSessionLocks
 from loopwright.messages import AssistantMessage, ToolResultMessage
 from loopwright.testing import AgentInfo, FunctionModel, ScriptedModel, TestModel
@@ -235,12 +236,17 @@ async def test_every_call_has_one_result_when_a_step_is_cancelled(tmp_path: Path
     assert_paired(entries)  # type: ignore[arg-type]
     results = {e.tool_call_id: e for e in entries if isinstance(e, ToolResultMessage)}
     assert results["fast"].content == "hi" and not results["fast"].synthetic
-    assert results["slow"].synthetic and results["slow"].content == "not executed: run stopped"
+    # it was running when the run was cancelled: whether it took effect is unknown ("in doubt")
+    assert results["slow"].synthetic and results["slow"].content == IN_DOUBT_RESULT.format(why="run stopped")
     [saved] = await agent.reports("s")
     assert saved.reason == "stopped" and saved.step_count == 1
     fast, slow = saved.steps[0].tool_calls
     assert (fast.call_id, fast.skipped, fast.error) == ("fast", False, None)
-    assert (slow.call_id, slow.skipped, slow.error) == ("slow", True, "not executed: run stopped")
+    assert (slow.call_id, slow.skipped, slow.error) == (
+        "slow",
+        False,
+        IN_DOUBT_RESULT.format(why="run stopped"),
+    )
     assert saved.usage.requests == 1
     await _assert_lock_free(agent, locks, "s")
 
@@ -286,7 +292,8 @@ async def test_lock_released_on_execution_timeout(tmp_path: Path) -> None:
     assert report.reason == "timeout"
     assert report.error == "run exceeded its execution timeout of 0.1 s"
     entries = await agent.transcript("s")
-    assert isinstance(entries[-1], ToolResultMessage) and entries[-1].content == "not executed: run timed out"
+    assert isinstance(entries[-1], ToolResultMessage)
+    assert entries[-1].content == IN_DOUBT_RESULT.format(why="run timed out")  # cut off while running
     await _assert_lock_free(agent, locks, "s")
 
 

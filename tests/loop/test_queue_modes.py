@@ -8,6 +8,7 @@ import pytest
 from tests.helpers import assert_paired
 
 from loopwright import Agent, SessionBusyError, ToolCall, UserMessage, tool
+from loopwright.context.pairing import IN_DOUBT_RESULT
 from loopwright.messages import ToolResultMessage
 from loopwright.sessions import MemorySessionStore
 from loopwright.testing import AgentInfo, FunctionModel
@@ -74,7 +75,9 @@ async def test_interrupt_stops_the_running_run_and_keeps_what_it_did() -> None:
     entries = await agent.transcript("s")
     assert_paired([e for e in entries if not hasattr(e, "data")])  # type: ignore[misc]
     [result] = [e for e in entries if isinstance(e, ToolResultMessage)]
-    assert result.synthetic and result.content == "not executed: run stopped"
+    assert result.synthetic and result.content == IN_DOUBT_RESULT.format(
+        why="run stopped"
+    )  # cut off mid-call
 
 
 async def test_followup_waits_past_the_queue_timeout() -> None:

@@ -319,7 +319,9 @@ def _print_result(out: Console, entry: ToolResultMessage, when: str) -> None:
         ("tool ", "bold cyan"), text(entry.name, "bold cyan"), text(f" · {entry.tool_call_id}", "dim")
     )
     line.append(" ✗ error" if entry.is_error else " ✓", "red" if entry.is_error else "green")
-    if entry.synthetic:
+    if entry.synthetic and entry.content.startswith("in doubt"):
+        line.append(" (synthetic: cut off while running, its effect unknown)", "yellow")
+    elif entry.synthetic:
         line.append(" (synthetic: the call never ran)", "yellow")
     line.append(when, "dim")
     out.print(line, soft_wrap=True)

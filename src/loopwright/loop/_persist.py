@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
+from loopwright.context.pairing import IN_DOUBT_RESULT
 from loopwright.loop._state import RunState
 from loopwright.messages import ToolResultMessage, Usage, now_iso
 from loopwright.report import ToolCallReport
@@ -23,11 +24,15 @@ async def persist(run: RunState) -> None:
     try:
         if run.open_calls:
             why = {"stopped": "run stopped", "timeout": "run timed out"}.get(report.reason, "run failed")
+            texts = {
+                c.id: IN_DOUBT_RESULT.format(why=why) if c.id in run.started_calls else f"not executed: {why}"
+                for c in run.open_calls.values()
+            }
             synthetic = [
                 ToolResultMessage(
                     tool_call_id=c.id,
                     name=c.name,
-                    content=f"not executed: {why}",
+                    content=texts[c.id],
                     is_error=True,
                     synthetic=True,
                     run_id=run.run_id,
@@ -41,8 +46,8 @@ async def persist(run: RunState) -> None:
                         call_id=c.id,
                         tool_name=c.name,
                         arguments_json=c.arguments,
-                        skipped=True,
-                        error=f"not executed: {why}",
+                        skipped=c.id not in run.started_calls,
+                        error=texts[c.id],
                     )
                     for c in run.open_calls.values()
                 )

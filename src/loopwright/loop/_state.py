@@ -214,6 +214,8 @@ class RunState:
     prefed: dict[str, tuple[ApprovalDecision, str, str]] = field(default_factory=dict)
     """Decisions given before the run reached the call (a resumed run's), used once."""
     in_doubt: set[str] = field(default_factory=set)
+    started_calls: set[str] = field(default_factory=set)
+    """Calls of this run that began executing (a call cut off among them is in doubt, not unrun)."""
     """Calls a crash left started but unfinished (journaled as started, no result)."""
     stop_run: BaseException | None = None
     """A hook's StopRun raised inside concurrent tool calls, re-raised after them."""

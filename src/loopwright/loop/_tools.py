@@ -227,6 +227,7 @@ async def _execute(run: RunState, step: int, call: ToolCall, tool: Tool, args: A
     setup = run.setup
     if setup.journal:
         await journal_start(run, call)
+    run.started_calls.add(call.id)
     ctx = ToolContext(
         run_id=run.run_id,
         session_id=run.session_id,
